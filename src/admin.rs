@@ -1,0 +1,60 @@
+//! The admin listener: liveness, readiness and upstream status.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+
+use crate::gateway::Gateway;
+use crate::upstream::registry::Transport;
+
+/// The admin routes.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(gateway)
+}
+
+/// The process is up and serving.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Ready when every shared stdio upstream is running; lists each upstream's state.
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+    let mut upstreams = Map::new();
+    let mut ready = true;
+    for handle in gateway.upstreams().iter() {
+        let state = match &handle.transport {
+            Transport::SharedStdio(link) => {
+                if link.init_result().is_some() {
+                    "up"
+                } else {
+                    ready = false;
+                    "down"
+                }
+            }
+            Transport::Http(_) | Transport::PerSessionStdio(_) => "per-session",
+        };
+        upstreams.insert(
+            handle.name.to_string(),
+            json!({ "kind": handle.kind(), "state": state }),
+        );
+    }
+    let body = json!({
+        "status": if ready { "ready" } else { "degraded" },
+        "sessions": gateway.sessions().len(),
+        "upstreams": Value::Object(upstreams),
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}

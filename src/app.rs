@@ -1,0 +1,215 @@
+//! Assembles seawall: the upstreams with their request stacks, the gateway core, and
+//! the listeners. The whole request path, outermost first:
+//!
+//! ```text
+//! client ─► downstream::streamable_http   HTTP: Host/Origin check, Accept, size limit, decode
+//!        ─► gateway                       session lookup, ids, progress tokens, cancellation
+//!        ─► routing::Router               which upstream; fan-out and merge of lists
+//!        ─► upstream stack (below)        per upstream, a tower service
+//!        ─► upstream::Link                HTTP session or supervised stdio process
+//!        ◄─ errors::rewrite               every failure becomes one sanitised answer
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+
+use crate::config::{Config, StdioShare, UpstreamKind};
+use crate::downstream::streamable_http::{self, HttpState};
+use crate::gateway::Gateway;
+use crate::policy::origin::OriginPolicy;
+use crate::resilience::deadline::DeadlineLayer;
+use crate::routing::Router;
+use crate::session::SessionTable;
+use crate::upstream::InitParams;
+use crate::upstream::http::HttpUpstream;
+use crate::upstream::registry::{Transport, UpstreamHandle, Upstreams};
+use crate::upstream::service::{LinkService, UpstreamService};
+use crate::upstream::stdio::{StdioLink, StdioUpstream};
+
+/// Overrides from the command line.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// Replaces `listen`.
+    pub listen: Option<SocketAddr>,
+    /// Replaces `admin_listen`.
+    pub admin_listen: Option<SocketAddr>,
+}
+
+/// The request stack in front of one upstream, outermost layer first.
+fn upstream_stack() -> UpstreamService {
+    let stack = ServiceBuilder::new()
+        // One overall deadline per request; when it passes the call is dropped, which
+        // sends `notifications/cancelled` upstream.
+        .layer(DeadlineLayer)
+        // The link: a Streamable HTTP session or a supervised stdio process.
+        .service(LinkService);
+    UpstreamService::new(stack)
+}
+
+/// Builds every configured upstream; shared stdio processes start here.
+pub fn build_upstreams(config: &Config) -> anyhow::Result<Upstreams> {
+    let mut upstreams = Upstreams::default();
+    for up in &config.upstreams {
+        let timeouts = up.timeouts(&config.defaults.timeouts);
+        let name: Arc<str> = Arc::from(up.name.as_str());
+        let transport = match up.kind() {
+            UpstreamKind::Http { url, headers } => Transport::Http(Arc::new(
+                HttpUpstream::new(
+                    &up.name,
+                    url,
+                    headers,
+                    timeouts.connect,
+                    config.limits.max_message_bytes,
+                )
+                .with_context(|| format!("upstream {:?}", up.name))?,
+            )),
+            UpstreamKind::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                share,
+            } => {
+                let stdio = Arc::new(StdioUpstream {
+                    name: Arc::clone(&name),
+                    program: resolve_program(command)?,
+                    args: args.to_vec(),
+                    env: env.clone(),
+                    cwd: cwd.map(PathBuf::from),
+                    restart_base: up.restart.base_delay,
+                    restart_max: up.restart.max_delay,
+                    shutdown_grace: up.shutdown_grace,
+                    max_line_bytes: config.limits.max_message_bytes,
+                    connect_timeout: timeouts.connect,
+                });
+                match share {
+                    StdioShare::Shared => Transport::SharedStdio(StdioLink::spawn(
+                        stdio,
+                        InitParams::gateway_own(),
+                        false,
+                    )),
+                    StdioShare::PerSession => Transport::PerSessionStdio(stdio),
+                }
+            }
+        };
+        upstreams.push(UpstreamHandle {
+            name,
+            transport,
+            timeouts,
+            service: upstream_stack(),
+        });
+    }
+    Ok(upstreams)
+}
+
+/// `seawall` as a command means this very binary (so the demo config needs nothing installed).
+fn resolve_program(command: &str) -> anyhow::Result<PathBuf> {
+    if command == "seawall" {
+        return std::env::current_exe().context("cannot find the running seawall binary");
+    }
+    Ok(PathBuf::from(command))
+}
+
+/// Runs the gateway until SIGINT or SIGTERM.
+pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()> {
+    if let Some(listen) = overrides.listen {
+        config.listen = listen;
+    }
+    if let Some(admin) = overrides.admin_listen {
+        config.admin_listen = Some(admin);
+    }
+    let upstreams = Arc::new(build_upstreams(&config)?);
+    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone());
+    let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout);
+    let gateway = Arc::new(Gateway::new(
+        router,
+        sessions,
+        config.limits.max_in_flight_per_session,
+    ));
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local = listener.local_addr()?;
+    let state = HttpState {
+        gateway: Arc::clone(&gateway),
+        origin: OriginPolicy::new(&config.security, local),
+        max_body_bytes: config.limits.max_body_bytes,
+    };
+    let app = streamable_http::router(state);
+    println!("seawall listening on http://{local}/mcp");
+
+    let admin = match config.admin_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            println!("seawall admin listening on http://{}", l.local_addr()?);
+            Some(l)
+        }
+        None => None,
+    };
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+
+    let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway)));
+    let admin_task = admin.map(|l| {
+        let app = crate::admin::router(Arc::clone(&gateway));
+        tokio::spawn(async move {
+            axum::serve(l, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+        })
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+
+    tracing::info!("shutting down");
+    reaper.abort();
+    if let Some(t) = admin_task {
+        t.abort();
+    }
+    gateway.shutdown().await;
+    for handle in upstreams.iter() {
+        if let Transport::SharedStdio(link) = &handle.transport {
+            link.close().await;
+        }
+    }
+    Ok(())
+}
+
+async fn reap_sessions(gateway: Arc<Gateway>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tick.tick().await;
+        gateway.reap_idle().await;
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

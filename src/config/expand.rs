@@ -1,0 +1,76 @@
+//! `${VAR}` expansion in upstream `env` and `headers` values, done once at load so a
+//! missing secret is a config error rather than a request failure.
+//!
+//! Syntax: `${NAME}` is replaced by the variable's value (NAME is `[A-Za-z_][A-Za-z0-9_]*`),
+//! `$$` is a literal `$`, and any other `$` is kept as is.
+
+use super::Config;
+use super::locate::FieldPath;
+use super::validate::Problem;
+
+/// Expands every `env` and `headers` value of every upstream in place, looking
+/// variables up with `lookup`; returns one problem per value that cannot be expanded.
+pub(crate) fn expand_config(
+    config: &mut Config,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (i, upstream) in config.upstreams.iter_mut().enumerate() {
+        let at = FieldPath::root().key("upstreams").index(i);
+        for (table, values) in [
+            ("env", &mut upstream.env),
+            ("headers", &mut upstream.headers),
+        ] {
+            for (key, value) in values.iter_mut() {
+                match expand(value, lookup) {
+                    Ok(expanded) => *value = expanded,
+                    Err(message) => problems.push(Problem::new(at.key(table).key(key), message)),
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Expands one value; the error names the variable or says what is malformed.
+pub(crate) fn expand(
+    value: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            let Some(end) = tail.find('}') else {
+                return Err("unterminated `${` (write `$$` for a literal `$`)".to_owned());
+            };
+            let name = &tail[..end];
+            if !is_var_name(name) {
+                return Err(format!("invalid variable name {name:?} in `${{...}}`"));
+            }
+            match lookup(name) {
+                Some(found) => out.push_str(&found),
+                None => return Err(format!("environment variable {name} is not set")),
+            }
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

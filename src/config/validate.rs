@@ -1,0 +1,357 @@
+//! Semantic checks that serde cannot express. Each check reports the field path it
+//! concerns; `mod.rs` turns paths into line numbers. Checks never stop early: every
+//! problem in the file is reported at once.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::uri::{Authority, Uri};
+use http::{HeaderName, HeaderValue};
+
+use super::locate::FieldPath;
+use super::{Config, RestartConfig, StdioShare, Timeouts, UpstreamConfig};
+
+/// One failed check: the field it concerns and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub(crate) path: FieldPath,
+    pub(crate) message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(path: FieldPath, message: impl Into<String>) -> Self {
+        Problem {
+            path,
+            message: message.into(),
+        }
+    }
+}
+
+/// Upstream fields that only mean something for a stdio (`command`) upstream.
+const STDIO_ONLY: [&str; 6] = ["args", "env", "cwd", "share", "restart", "shutdown_grace"];
+
+/// Headers the gateway sets itself on upstream requests; a static value would break
+/// framing or sessions.
+const MANAGED_HEADERS: [&str; 7] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+];
+
+/// Checks `config`. `written` says whether a field appears in the source text, so that
+/// e.g. `share: shared` on an HTTP upstream is caught even though it equals the default.
+pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let separator_ok = check_separator(&config.name_separator, &mut out);
+    check_listeners(config.listen, config.admin_listen, &mut out);
+    check_limits(config, &mut out);
+    check_security(config, &mut out);
+    let defaults = FieldPath::root().key("defaults").key("timeouts");
+    check_timeouts(&defaults, &config.defaults.timeouts, &mut out);
+    let separator = separator_ok.then_some(config.name_separator.as_str());
+    check_upstreams(&config.upstreams, separator, written, &mut out);
+    out
+}
+
+fn check_limits(config: &Config, out: &mut Vec<Problem>) {
+    let session = FieldPath::root().key("session");
+    positive(
+        &session.key("idle_timeout"),
+        config.session.idle_timeout,
+        out,
+    );
+    nonzero(
+        &session.key("max_sessions"),
+        config.session.max_sessions,
+        out,
+    );
+    let at = FieldPath::root().key("limits");
+    let limits = &config.limits;
+    for (field, value) in [
+        ("max_body_bytes", limits.max_body_bytes),
+        ("max_message_bytes", limits.max_message_bytes),
+        (
+            "max_in_flight_per_session",
+            limits.max_in_flight_per_session,
+        ),
+    ] {
+        nonzero(&at.key(field), value, out);
+    }
+}
+
+fn check_security(config: &Config, out: &mut Vec<Problem>) {
+    let at = FieldPath::root().key("security");
+    for (i, origin) in config.security.allowed_origins.iter().enumerate() {
+        if let Err(why) = check_origin(origin) {
+            out.push(Problem::new(at.key("allowed_origins").index(i), why));
+        }
+    }
+    for (i, host) in config.security.allowed_hosts.iter().enumerate() {
+        if let Err(why) = check_host(host) {
+            out.push(Problem::new(at.key("allowed_hosts").index(i), why));
+        }
+    }
+}
+
+/// `separator` is `None` when it is itself invalid (already reported).
+fn check_upstreams(
+    upstreams: &[UpstreamConfig],
+    separator: Option<&str>,
+    written: &dyn Fn(&FieldPath) -> bool,
+    out: &mut Vec<Problem>,
+) {
+    let list = FieldPath::root().key("upstreams");
+    if upstreams.is_empty() {
+        out.push(Problem::new(
+            list.clone(),
+            "at least one upstream is required",
+        ));
+    }
+    let mut first_use: HashMap<&str, usize> = HashMap::new();
+    for (i, upstream) in upstreams.iter().enumerate() {
+        let at = list.index(i);
+        let name = &upstream.name;
+        let why = if let Err(why) = check_name(name) {
+            Some(why)
+        } else if let Some(first) = first_use.get(name.as_str()) {
+            Some(format!(
+                "duplicate upstream name {name:?} (also upstreams[{first}])"
+            ))
+        } else {
+            separator
+                .filter(|sep| name.contains(sep))
+                .map(|sep| format!("name {name:?} contains the name separator {sep:?}"))
+        };
+        if let Some(why) = why {
+            out.push(Problem::new(at.key("name"), why));
+        }
+        first_use.entry(name).or_insert(i);
+        check_upstream(&at, upstream, written, out);
+    }
+}
+
+fn check_separator(separator: &str, out: &mut Vec<Problem>) -> bool {
+    let why = if separator.is_empty() {
+        "must not be empty"
+    } else if !separator.bytes().all(|b| b.is_ascii_graphic()) {
+        "must be printable ASCII without spaces"
+    } else if separator.contains('/') {
+        "must not contain `/`"
+    } else {
+        return true;
+    };
+    out.push(Problem::new(FieldPath::root().key("name_separator"), why));
+    false
+}
+
+fn check_listeners(listen: SocketAddr, admin: Option<SocketAddr>, out: &mut Vec<Problem>) {
+    let Some(admin) = admin else { return };
+    let overlap = listen.port() == admin.port()
+        && listen.port() != 0
+        && (listen.ip() == admin.ip()
+            || listen.ip().is_unspecified()
+            || admin.ip().is_unspecified());
+    if overlap {
+        let why = format!("conflicts with `listen` ({listen}); use another port or `null`");
+        out.push(Problem::new(FieldPath::root().key("admin_listen"), why));
+    }
+}
+
+fn check_upstream(
+    at: &FieldPath,
+    upstream: &UpstreamConfig,
+    written: &dyn Fn(&FieldPath) -> bool,
+    out: &mut Vec<Problem>,
+) {
+    match (&upstream.command, &upstream.url) {
+        (None, None) => out.push(Problem::new(
+            at.clone(),
+            "needs `command` (a stdio upstream) or `url` (an HTTP upstream)",
+        )),
+        (Some(_), Some(_)) => out.push(Problem::new(
+            at.key("url"),
+            "cannot be combined with `command`: an upstream is either stdio or HTTP",
+        )),
+        (Some(command), None) => {
+            check_stdio(at, upstream, command, out);
+            if written(&at.key("headers")) || !upstream.headers.is_empty() {
+                let why = "applies only to HTTP upstreams (`url`), and this one has `command`";
+                out.push(Problem::new(at.key("headers"), why));
+            }
+        }
+        (None, Some(url)) => {
+            check_http(at, upstream, url, out);
+            for field in STDIO_ONLY {
+                if written(&at.key(field)) || !stdio_field_is_default(upstream, field) {
+                    let why = "applies only to stdio upstreams (`command`), and this one has `url`";
+                    out.push(Problem::new(at.key(field), why));
+                }
+            }
+        }
+    }
+    if let Some(overrides) = &upstream.timeouts {
+        let t = at.key("timeouts");
+        for (field, value) in [
+            ("connect", overrides.connect),
+            ("request", overrides.request),
+            ("tool_call", overrides.tool_call),
+        ] {
+            if let Some(value) = value {
+                positive(&t.key(field), value, out);
+            }
+        }
+    }
+}
+
+fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
+    let defaults = UpstreamConfig::default();
+    match field {
+        "args" => upstream.args.is_empty(),
+        "env" => upstream.env.is_empty(),
+        "cwd" => upstream.cwd.is_none(),
+        "share" => upstream.share == StdioShare::default(),
+        "restart" => upstream.restart == RestartConfig::default(),
+        _ => upstream.shutdown_grace == defaults.shutdown_grace,
+    }
+}
+
+fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &mut Vec<Problem>) {
+    if command.is_empty() || command.contains('\0') {
+        out.push(Problem::new(
+            at.key("command"),
+            "must be a non-empty program name or path",
+        ));
+    }
+    for (i, arg) in upstream.args.iter().enumerate() {
+        if arg.contains('\0') {
+            out.push(Problem::new(
+                at.key("args").index(i),
+                "must not contain a NUL byte",
+            ));
+        }
+    }
+    for (key, value) in &upstream.env {
+        if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+            let why = "variable names must be non-empty without `=` or NUL, values without NUL";
+            out.push(Problem::new(at.key("env").key(key), why));
+        }
+    }
+    if upstream
+        .cwd
+        .as_ref()
+        .is_some_and(|cwd| cwd.as_os_str().is_empty())
+    {
+        out.push(Problem::new(at.key("cwd"), "must not be empty"));
+    }
+    let restart = at.key("restart");
+    positive(&restart.key("base_delay"), upstream.restart.base_delay, out);
+    positive(&restart.key("max_delay"), upstream.restart.max_delay, out);
+    if upstream.restart.base_delay > upstream.restart.max_delay {
+        let why = format!(
+            "{} is longer than max_delay ({})",
+            humantime_serde::re::humantime::format_duration(upstream.restart.base_delay),
+            humantime_serde::re::humantime::format_duration(upstream.restart.max_delay)
+        );
+        out.push(Problem::new(restart.key("base_delay"), why));
+    }
+    positive(&at.key("shutdown_grace"), upstream.shutdown_grace, out);
+}
+
+fn check_http(at: &FieldPath, upstream: &UpstreamConfig, url: &str, out: &mut Vec<Problem>) {
+    let ok = url.parse::<Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|host| !host.is_empty())
+    });
+    if !ok {
+        out.push(Problem::new(
+            at.key("url"),
+            format!("not an http(s) URL: {url:?}"),
+        ));
+    }
+    for (name, value) in &upstream.headers {
+        let path = at.key("headers").key(name);
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Err(_) => out.push(Problem::new(path, format!("invalid HTTP header name {name:?}"))),
+            Ok(header) if MANAGED_HEADERS.contains(&header.as_str()) => {
+                out.push(Problem::new(path, "is set by the gateway and cannot be configured"));
+            }
+            // The value may hold a secret: never echo it.
+            Ok(_) if HeaderValue::from_str(value).is_err() => out.push(Problem::new(
+                path,
+                "invalid HTTP header value (control characters or non-ASCII after ${VAR} expansion)",
+            )),
+            Ok(_) => {}
+        }
+    }
+}
+
+fn check_timeouts(at: &FieldPath, timeouts: &Timeouts, out: &mut Vec<Problem>) {
+    positive(&at.key("connect"), timeouts.connect, out);
+    positive(&at.key("request"), timeouts.request, out);
+    positive(&at.key("tool_call"), timeouts.tool_call, out);
+}
+
+/// `[A-Za-z0-9_-]{1,64}`.
+fn check_name(name: &str) -> Result<(), String> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid name {name:?}: use 1 to 64 of A-Z a-z 0-9 _ -"
+        ))
+    }
+}
+
+/// `*` or a full origin `scheme://host[:port]` with no path (browsers send no path,
+/// so an entry with one would never match).
+fn check_origin(origin: &str) -> Result<(), String> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let valid = origin.split_once("://").is_some_and(|(scheme, authority)| {
+        scheme.parse::<http::uri::Scheme>().is_ok() && check_host(authority).is_ok()
+    });
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "not an origin: {origin:?} (want `*` or scheme://host[:port], no path)"
+        ))
+    }
+}
+
+/// A host name or IP, optionally with `:port`.
+fn check_host(host: &str) -> Result<(), String> {
+    let valid = !host.contains(['@', '/', '?', '#'])
+        && host
+            .parse::<Authority>()
+            .is_ok_and(|a| !a.host().is_empty());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "not a host name: {host:?} (want host or host:port)"
+        ))
+    }
+}
+
+fn positive(path: &FieldPath, value: Duration, out: &mut Vec<Problem>) {
+    if value.is_zero() {
+        out.push(Problem::new(path.clone(), "must be longer than 0"));
+    }
+}
+
+fn nonzero(path: &FieldPath, value: usize, out: &mut Vec<Problem>) {
+    if value == 0 {
+        out.push(Problem::new(path.clone(), "must be at least 1"));
+    }
+}

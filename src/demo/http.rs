@@ -1,0 +1,327 @@
+//! The Streamable HTTP transport (legacy sessions) at `/mcp`, plus two test
+//! hooks: `POST /admin/drop-sessions` and `GET /admin/stats`.
+//!
+//! A POSTed request is answered with JSON, or with an SSE stream when it will
+//! send messages before its response (progress, sampling, roots, logging,
+//! resource updates; see [`wants_stream`]). Server-to-client requests travel on
+//! that stream; the client answers them with separate POSTs.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::{Stream, StreamExt as _};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::rpc::{self, RpcError, code};
+use super::server::{Accepted, DemoServer, Outcome, PendingReply, wants_stream};
+use super::session::{Outbound, Session, Transport};
+
+/// The session header, as sent and expected.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Largest accepted POST body, in bytes.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bind `addr`, print `listening on http://IP:PORT/mcp` on stdout, serve forever.
+pub async fn serve(server: DemoServer, addr: &str) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on http://{}/mcp", shown_addr(local))?;
+        stdout.flush()?;
+    }
+    tracing::info!(%local, "demo upstream listening");
+    axum::serve(listener, router(server)).await?;
+    Ok(())
+}
+
+/// The address to print: a wildcard bind is reachable on loopback.
+fn shown_addr(local: SocketAddr) -> SocketAddr {
+    match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), local.port())
+        }
+        _ => local,
+    }
+}
+
+/// The demo server's routes, ready to serve.
+pub fn router(server: DemoServer) -> Router {
+    let state = Arc::new(HttpState {
+        server,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
+        .route("/admin/drop-sessions", post(drop_sessions))
+        .route("/admin/stats", get(stats))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+struct HttpState {
+    server: DemoServer,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+type Shared = Arc<HttpState>;
+
+impl HttpState {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn create_session(&self) -> Arc<Session> {
+        let id = format!("{:032x}", rand::random::<u128>());
+        let session = Session::new(Some(id.clone()), Transport::Http);
+        self.sessions().insert(id, Arc::clone(&session));
+        session
+    }
+
+    fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
+        let session = self.sessions().remove(id);
+        if let Some(session) = &session {
+            session.close();
+        }
+        session
+    }
+
+    /// The session named by the request headers.
+    fn session(&self, headers: &HeaderMap) -> Result<Arc<Session>, SessionError> {
+        let name = headers.get(SESSION_HEADER).ok_or(SessionError::Missing)?;
+        name.to_str()
+            .ok()
+            .and_then(|name| self.sessions().get(name).cloned())
+            .ok_or(SessionError::Unknown)
+    }
+}
+
+/// Why a request names no usable session.
+#[derive(Debug, Clone, Copy)]
+enum SessionError {
+    /// No `Mcp-Session-Id` header: 400.
+    Missing,
+    /// An id that is unknown, ended or dropped: 404, the client must re-initialize.
+    Unknown,
+}
+
+impl SessionError {
+    /// The HTTP answer, with a JSON-RPC error body for request `id`.
+    fn response(self, id: &Value) -> Response {
+        let (status, err) = match self {
+            Self::Missing => (
+                StatusCode::BAD_REQUEST,
+                RpcError::new(code::INVALID_REQUEST, "Missing Mcp-Session-Id header"),
+            ),
+            Self::Unknown => (
+                StatusCode::NOT_FOUND,
+                RpcError::new(code::SESSION_NOT_FOUND, "Session not found"),
+            ),
+        };
+        json_response(status, &err.response(id))
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "0")],
+        "upstream temporarily unavailable",
+    )
+        .into_response()
+}
+
+async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let msg: Value = match serde_json::from_slice(&body) {
+        Ok(msg) => msg,
+        Err(err) => {
+            tracing::warn!(error = %err, "demo: POST body is not JSON");
+            return json_response(StatusCode::BAD_REQUEST, &rpc::parse_error(err));
+        }
+    };
+    let request_id = msg.get("id").cloned().unwrap_or(Value::Null);
+    let initialize =
+        msg.get("method").and_then(Value::as_str) == Some("initialize") && !request_id.is_null();
+    let session = if initialize {
+        state.create_session()
+    } else {
+        match state.session(&headers) {
+            Ok(session) => session,
+            Err(err) => return err.response(&request_id),
+        }
+    };
+    let streaming = wants_stream(&msg);
+    let (out, messages) = if streaming {
+        let (out, rx) = Outbound::channel();
+        (out, Some(rx))
+    } else {
+        // Nothing should be tied to a JSON answer; stray messages go to the GET stream.
+        let out = session
+            .standalone()
+            .unwrap_or_else(|| Outbound::channel().0);
+        (out, None)
+    };
+    let pending = match state.server.accept(&session, msg, out) {
+        Accepted::Request(pending) => pending,
+        Accepted::Consumed => return StatusCode::ACCEPTED.into_response(),
+        Accepted::Rejected(reply) => return json_response(StatusCode::BAD_REQUEST, &reply),
+    };
+    let mut response = match messages {
+        Some(rx) => stream_reply(pending, rx).await,
+        None => match pending.outcome().await {
+            Some(Outcome::Reply(reply)) => json_response(StatusCode::OK, &reply),
+            Some(Outcome::Unavailable) => unavailable(),
+            // Cancelled: the request gets no answer.
+            None => StatusCode::ACCEPTED.into_response(),
+        },
+    };
+    if initialize {
+        let session_id = session.id().unwrap_or_default();
+        if response.status() == StatusCode::OK
+            && let Ok(value) = HeaderValue::from_str(session_id)
+        {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        } else {
+            state.remove_session(session_id);
+        }
+    }
+    response
+}
+
+/// One item of a POST's SSE stream.
+enum Frame {
+    Message(Value),
+    Unavailable,
+}
+
+/// Answer a request as SSE: its related messages, then its response. If the
+/// very first thing is a transient failure, the whole POST becomes a 503.
+async fn stream_reply(
+    pending: PendingReply,
+    mut messages: mpsc::UnboundedReceiver<Value>,
+) -> Response {
+    let id = pending.id().clone();
+    let (frames, mut frames_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let outcome = pending.outcome();
+        tokio::pin!(outcome);
+        loop {
+            tokio::select! {
+                biased;
+                Some(msg) = messages.recv() => {
+                    let _ = frames.send(Frame::Message(msg));
+                }
+                outcome = &mut outcome => {
+                    while let Ok(msg) = messages.try_recv() {
+                        let _ = frames.send(Frame::Message(msg));
+                    }
+                    let last = match outcome {
+                        Some(Outcome::Reply(reply)) => Frame::Message(reply),
+                        Some(Outcome::Unavailable) => Frame::Unavailable,
+                        None => break,
+                    };
+                    let _ = frames.send(last);
+                    break;
+                }
+            }
+        }
+    });
+    let first = match frames_rx.recv().await {
+        None => return StatusCode::ACCEPTED.into_response(),
+        Some(Frame::Unavailable) => return unavailable(),
+        Some(Frame::Message(msg)) => msg,
+    };
+    let rest = UnboundedReceiverStream::new(frames_rx).map(move |frame| match frame {
+        Frame::Message(msg) => msg,
+        // Headers are already out: report the fault in-band instead.
+        Frame::Unavailable => RpcError::internal("transient failure").response(&id),
+    });
+    sse(futures::stream::once(async move { first }).chain(rest))
+}
+
+fn sse(messages: impl Stream<Item = Value> + Send + 'static) -> Response {
+    let events = messages
+        .map(|msg| Ok::<_, Infallible>(Event::default().event("message").data(msg.to_string())));
+    Sse::new(events).into_response()
+}
+
+async fn get_mcp(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let accepts_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !accepts_sse {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp needs Accept: text/event-stream",
+        )
+            .into_response();
+    }
+    let session = match state.session(&headers) {
+        Ok(session) => session,
+        Err(err) => return err.response(&Value::Null),
+    };
+    let (out, rx) = Outbound::channel();
+    if !session.open_standalone(out) {
+        return (StatusCode::CONFLICT, "a standalone stream is already open").into_response();
+    }
+    sse(UnboundedReceiverStream::new(rx))
+}
+
+async fn delete_mcp(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    match state.session(&headers) {
+        Ok(session) => {
+            if let Some(id) = session.id() {
+                state.remove_session(id);
+            }
+            StatusCode::OK.into_response()
+        }
+        Err(err) => err.response(&Value::Null),
+    }
+}
+
+async fn drop_sessions(State(state): State<Shared>) -> Response {
+    // Forget only, like a server that lost its session table: calls in flight
+    // still answer, later requests with these ids get 404.
+    let dropped = state.sessions().drain().count();
+    json_response(StatusCode::OK, &json!({"dropped": dropped}))
+}
+
+async fn stats(State(state): State<Shared>) -> Response {
+    let sessions = state.sessions().len();
+    json_response(StatusCode::OK, &state.server.stats(sessions))
+}
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;

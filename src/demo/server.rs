@@ -1,0 +1,438 @@
+//! Transport-independent MCP logic of the demo server.
+//!
+//! A transport hands each incoming message to [`DemoServer::accept`] together
+//! with the [`Outbound`] sink for messages tied to it (progress, server-to-client
+//! requests). Requests are handled on their own task, so a slow `sleep` never
+//! blocks an `echo`, and `notifications/cancelled` can abort them: a cancelled
+//! request yields no response at all.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use super::catalog;
+use super::record::{Recorder, Stats};
+use super::rpc::{self, Incoming, RpcError, code, params_object, required_str};
+use super::session::{LogLevel, Outbound, Session, Transport};
+use super::tools;
+
+/// Protocol versions the demo server speaks, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The version offered when the client asks for one we do not speak.
+pub const LATEST_VERSION: &str = "2025-11-25";
+
+/// Behaviour knobs, filled from the command line.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `instructions` in the initialize result, if any.
+    pub instructions: Option<String>,
+    /// Delay added before every `tools/call` answer.
+    pub latency: Duration,
+    /// Fraction (0..=1) of `tools/call` requests failed with -32603.
+    pub error_rate: f64,
+    /// Tools per `tools/list` page; 0 disables pagination.
+    pub page_size: usize,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            name: "seawall-demo".to_owned(),
+            instructions: None,
+            latency: Duration::ZERO,
+            error_rate: 0.0,
+            page_size: 0,
+        }
+    }
+}
+
+/// How a handler can fail.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Answer with this JSON-RPC error.
+    Rpc(RpcError),
+    /// A transient fault: HTTP answers the whole POST with 503, stdio with -32603.
+    Unavailable,
+}
+
+impl From<RpcError> for Failure {
+    fn from(err: RpcError) -> Self {
+        Self::Rpc(err)
+    }
+}
+
+/// What a handler returns: a JSON-RPC `result` or a failure.
+pub(crate) type Handled = Result<Value, Failure>;
+
+/// The final answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A complete JSON-RPC response message (result or error).
+    Reply(Value),
+    /// HTTP only: answer the POST with `503 Service Unavailable`, `Retry-After: 0`.
+    Unavailable,
+}
+
+/// What became of one accepted message.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A request is being handled; await [`PendingReply::outcome`].
+    Request(PendingReply),
+    /// A notification or a response: nothing to send back.
+    Consumed,
+    /// Not a valid JSON-RPC message: send back this error response.
+    Rejected(Value),
+}
+
+/// A request being answered: either already (`initialize`) or on its own task.
+#[derive(Debug)]
+pub struct PendingReply {
+    id: Value,
+    state: ReplyState,
+}
+
+#[derive(Debug)]
+enum ReplyState {
+    Ready(Outcome),
+    Running(JoinHandle<Outcome>),
+}
+
+impl PendingReply {
+    /// The request id.
+    pub fn id(&self) -> &Value {
+        &self.id
+    }
+
+    /// The answer if it is already known (no waiting), else the pending reply back.
+    pub fn ready(self) -> Result<Outcome, Box<Self>> {
+        match self.state {
+            ReplyState::Ready(outcome) => Ok(outcome),
+            state @ ReplyState::Running(_) => Err(Box::new(Self { id: self.id, state })),
+        }
+    }
+
+    /// Wait for the answer; `None` if the request was cancelled (send nothing).
+    pub async fn outcome(self) -> Option<Outcome> {
+        let handle = match self.state {
+            ReplyState::Ready(outcome) => return Some(outcome),
+            ReplyState::Running(handle) => handle,
+        };
+        match handle.await {
+            Ok(outcome) => Some(outcome),
+            Err(err) if err.is_cancelled() => None,
+            Err(err) => {
+                tracing::error!(error = %err, "demo: request handler panicked");
+                Some(Outcome::Reply(
+                    RpcError::internal("request handler failed").response(&self.id),
+                ))
+            }
+        }
+    }
+}
+
+/// Everything a tool call may use.
+pub(crate) struct CallContext {
+    /// The id of the `tools/call` request.
+    pub id: Value,
+    pub server: DemoServer,
+    pub session: Arc<Session>,
+    /// Where messages tied to this call go.
+    pub out: Outbound,
+    /// `params._meta.progressToken` of the call, if any.
+    pub progress_token: Option<Value>,
+}
+
+/// The demo MCP server; cheap to clone, shared by all sessions.
+#[derive(Debug, Clone)]
+pub struct DemoServer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: DemoConfig,
+    recorder: Option<Recorder>,
+    stats: Stats,
+    /// Per-key `(calls, failures)` of the `flaky` tool, process-wide.
+    flaky_tool: Mutex<HashMap<String, (u64, u64)>>,
+    /// Per-key reads of `demo://flaky/{key}/{n}`, process-wide.
+    flaky_resource: Mutex<HashMap<String, u64>>,
+}
+
+impl DemoServer {
+    /// A server with `config`, recording events to `recorder` if given.
+    pub fn new(config: DemoConfig, recorder: Option<Recorder>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                recorder,
+                stats: Stats::default(),
+                flaky_tool: Mutex::new(HashMap::new()),
+                flaky_resource: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DemoConfig {
+        &self.inner.config
+    }
+
+    /// `{"calls":…, "requests":…, "cancelled":…, "sessions": sessions}`.
+    pub fn stats(&self, sessions: usize) -> Value {
+        self.inner.stats.snapshot(sessions)
+    }
+
+    /// Append `event` to the record file, tagged with the HTTP session id.
+    pub(crate) fn record(&self, session: &Session, mut event: Value) {
+        let Some(recorder) = &self.inner.recorder else {
+            return;
+        };
+        if let (Some(id), Some(obj)) = (session.id(), event.as_object_mut()) {
+            obj.insert("session".into(), json!(id));
+        }
+        recorder.write(&event);
+    }
+
+    pub(crate) fn count_call(&self, tool: &str) {
+        self.inner.stats.call(tool);
+    }
+
+    /// One `flaky` call for `key`: `Ok(failures so far)` to succeed, `Err(())` to fail.
+    pub(crate) fn flaky_attempt(&self, key: &str, fail_first: u64, rate: f64) -> Result<u64, ()> {
+        let mut map = self
+            .inner
+            .flaky_tool
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let (calls, failures) = map.entry(key.to_owned()).or_default();
+        let fail = *calls < fail_first || (rate > 0.0 && rand::random::<f64>() < rate);
+        *calls += 1;
+        if fail {
+            *failures += 1;
+            Err(())
+        } else {
+            Ok(*failures)
+        }
+    }
+
+    /// One read of `demo://flaky/{key}/{n}`: true if it must fail.
+    pub(crate) fn flaky_resource_fails(&self, key: &str, n: u64) -> bool {
+        let mut map = self
+            .inner
+            .flaky_resource
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let reads = map.entry(key.to_owned()).or_default();
+        *reads += 1;
+        *reads <= n
+    }
+
+    /// Take one incoming message. Requests are spawned (must be called inside a
+    /// Tokio runtime); `out` receives messages tied to the request.
+    pub fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
+        match Incoming::classify(msg) {
+            Incoming::Request { id, method, params } => {
+                self.record(
+                    session,
+                    json!({"event": "request", "method": method, "id": id}),
+                );
+                self.inner.stats.request(&method);
+                if method == "initialize" {
+                    // Answered inline, so the client's capabilities are known before
+                    // the next message is read; never cancellable.
+                    let handled = self.initialize(session, &params).map_err(Failure::from);
+                    let outcome = self.finish(session, &id, handled);
+                    return Accepted::Request(PendingReply {
+                        id,
+                        state: ReplyState::Ready(outcome),
+                    });
+                }
+                let server = self.clone();
+                let task_session = Arc::clone(session);
+                let task_id = id.clone();
+                let task = async move {
+                    let handled = server
+                        .handle(&task_session, &task_id, &method, params, out)
+                        .await;
+                    server.finish(&task_session, &task_id, handled)
+                };
+                let handle = session.spawn_cancellable(&id, task);
+                Accepted::Request(PendingReply {
+                    id,
+                    state: ReplyState::Running(handle),
+                })
+            }
+            Incoming::Notification { method, params } => {
+                self.notification(session, &method, &params);
+                Accepted::Consumed
+            }
+            Incoming::Response { id, outcome } => {
+                if !session.complete(&id, outcome) {
+                    tracing::debug!(%id, "demo: ignoring answer to unknown or finished request");
+                }
+                Accepted::Consumed
+            }
+            Incoming::Invalid(err) => Accepted::Rejected(err),
+        }
+    }
+
+    fn finish(&self, session: &Session, id: &Value, handled: Handled) -> Outcome {
+        match handled {
+            Ok(result) => Outcome::Reply(rpc::result_response(id, result)),
+            Err(Failure::Rpc(err)) => Outcome::Reply(err.response(id)),
+            Err(Failure::Unavailable) if session.transport() == Transport::Http => {
+                Outcome::Unavailable
+            }
+            Err(Failure::Unavailable) => {
+                Outcome::Reply(RpcError::internal("transient failure").response(id))
+            }
+        }
+    }
+
+    fn notification(&self, session: &Session, method: &str, params: &Value) {
+        if method != "notifications/cancelled" {
+            self.record(session, json!({"event": "notification", "method": method}));
+            return;
+        }
+        let request_id = params.get("requestId").cloned().unwrap_or(Value::Null);
+        let reason = params.get("reason").cloned().unwrap_or(Value::Null);
+        self.record(
+            session,
+            json!({"event": "cancelled", "requestId": request_id, "reason": reason}),
+        );
+        self.inner.stats.cancelled();
+        if session.cancel(&request_id) {
+            tracing::debug!(%request_id, "demo: request cancelled");
+        }
+    }
+
+    async fn handle(
+        &self,
+        session: &Arc<Session>,
+        id: &Value,
+        method: &str,
+        params: Value,
+        out: Outbound,
+    ) -> Handled {
+        match method {
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(tools::list(self.config().page_size, &params)?),
+            "tools/call" => {
+                let progress_token = params
+                    .get("_meta")
+                    .and_then(|meta| meta.get("progressToken"))
+                    .filter(|token| !token.is_null())
+                    .cloned();
+                let ctx = CallContext {
+                    id: id.clone(),
+                    server: self.clone(),
+                    session: Arc::clone(session),
+                    out,
+                    progress_token,
+                };
+                tools::call(&ctx, &params).await
+            }
+            "resources/list" => Ok(catalog::list_resources()),
+            "resources/templates/list" => Ok(catalog::list_templates()),
+            "resources/read" => catalog::read_resource(self, &params),
+            "resources/subscribe" => {
+                let params = params_object(&params)?;
+                session.subscribe(required_str(&params, "uri")?);
+                Ok(json!({}))
+            }
+            "resources/unsubscribe" => {
+                let params = params_object(&params)?;
+                session.unsubscribe(required_str(&params, "uri")?);
+                Ok(json!({}))
+            }
+            "prompts/list" => Ok(catalog::list_prompts()),
+            "prompts/get" => Ok(catalog::get_prompt(&params)?),
+            "completion/complete" => Ok(catalog::complete(&params)?),
+            "logging/setLevel" => {
+                let params = params_object(&params)?;
+                let name = required_str(&params, "level")?;
+                let level = LogLevel::parse(name)
+                    .ok_or_else(|| RpcError::invalid_params(format!("unknown level: {name}")))?;
+                session.set_log_level(level);
+                Ok(json!({}))
+            }
+            _ => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            )
+            .into()),
+        }
+    }
+
+    fn initialize(&self, session: &Session, params: &Value) -> Result<Value, RpcError> {
+        let params = params_object(params)?;
+        let requested = params
+            .get("protocolVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let capabilities = match params.get("capabilities") {
+            None | Some(Value::Null) => json!({}),
+            Some(caps @ Value::Object(_)) => caps.clone(),
+            Some(_) => return Err(RpcError::invalid_params("capabilities must be an object")),
+        };
+        self.record(
+            session,
+            json!({"event": "initialize", "protocolVersion": requested, "capabilities": capabilities}),
+        );
+        session.set_client_capabilities(capabilities);
+        let version = requested
+            .as_str()
+            .filter(|v| SUPPORTED_VERSIONS.contains(v))
+            .unwrap_or(LATEST_VERSION);
+        let config = self.config();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "prompts": {"listChanged": true},
+                "logging": {},
+                "completions": {},
+            },
+            "serverInfo": {"name": config.name, "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let (Some(text), Some(obj)) = (&config.instructions, result.as_object_mut()) {
+            obj.insert("instructions".into(), json!(text));
+        }
+        Ok(result)
+    }
+}
+
+/// Whether a request should be answered as an SSE stream on HTTP: it asked for
+/// progress, or it is a call that talks to the client while running.
+pub fn wants_stream(msg: &Value) -> bool {
+    let params = msg.get("params");
+    let has_progress = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("progressToken"))
+        .is_some_and(|t| !t.is_null());
+    if has_progress {
+        return true;
+    }
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return false;
+    }
+    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    let message = params
+        .and_then(|p| p.get("arguments"))
+        .and_then(|a| a.get("message"))
+        .and_then(Value::as_str);
+    matches!(name, Some("sample" | "roots" | "log"))
+        || (name == Some("echo") && message == Some("touch"))
+}
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

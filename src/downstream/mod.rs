@@ -1,0 +1,3 @@
+//! Downstream transports: how clients reach seawall.
+
+pub mod streamable_http;

@@ -1,0 +1,533 @@
+//! The JSON-RPC 2.0 envelope.
+//!
+//! Only `jsonrpc`, `id` and `method` are parsed eagerly; `params`, `result` and `error`
+//! stay raw JSON ([`RawValue`]) so that whatever a peer sends — unknown fields, number
+//! formats, key order — is forwarded byte for byte unless the gateway changes it.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+/// Standard JSON-RPC and MCP error codes the gateway itself emits.
+pub mod code {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters (also unknown tool or prompt).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Resource not found (MCP up to 2025-11-25).
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// Request timed out.
+    pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// The upstream that serves this request is unavailable (seawall's own code).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+}
+
+/// A JSON-RPC request id: a string or a number, kept exactly as the peer wrote it.
+#[derive(Clone)]
+pub struct Id(Arc<RawValue>);
+
+impl Id {
+    /// An id from a gateway-minted number.
+    pub fn number(n: u64) -> Id {
+        Id::from_raw(RawValue::from_string(n.to_string()).unwrap_or_else(|_| null_raw()))
+    }
+
+    /// An id from a gateway-minted string.
+    pub fn string(s: &str) -> Id {
+        let text = serde_json::to_string(s).unwrap_or_else(|_| "null".to_owned());
+        Id::from_raw(RawValue::from_string(text).unwrap_or_else(|_| null_raw()))
+    }
+
+    fn from_raw(raw: Box<RawValue>) -> Id {
+        Id(Arc::from(raw))
+    }
+
+    /// The id's JSON text (`1`, `"abc"`).
+    pub fn as_json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The raw JSON value.
+    pub fn raw(&self) -> &RawValue {
+        &self.0
+    }
+
+    /// The id as a JSON value.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Builds an id from a JSON value; `None` unless it is a string or a number.
+    pub fn from_value(value: &serde_json::Value) -> Option<Id> {
+        match value {
+            serde_json::Value::String(_) | serde_json::Value::Number(_) => {
+                let text = serde_json::to_string(value).ok()?;
+                RawValue::from_string(text).ok().map(Id::from_raw)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable_null())
+}
+
+#[allow(clippy::unwrap_used)]
+fn unreachable_null() -> Box<RawValue> {
+    // `null` is always valid JSON.
+    serde_json::from_str("null").unwrap()
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_json() == other.as_json()
+    }
+}
+impl Eq for Id {}
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_json().hash(state)
+    }
+}
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_json())
+    }
+}
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_json())
+    }
+}
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// A request: has a method and an id.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The sender's id.
+    pub id: Id,
+    /// The method name.
+    pub method: String,
+    /// The parameters, untouched.
+    pub params: Option<Box<RawValue>>,
+}
+
+/// A notification: a method without an id.
+#[derive(Debug, Clone)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// The parameters, untouched.
+    pub params: Option<Box<RawValue>>,
+}
+
+/// A response: an id with either a result or an error object.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The id of the request this answers.
+    pub id: Id,
+    /// `Ok(result)` or `Err(error object)`, both raw.
+    pub body: Result<Box<RawValue>, Box<RawValue>>,
+}
+
+/// Any JSON-RPC message.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response.
+    Response(Response),
+}
+
+/// Why a message could not be decoded; each maps to a JSON-RPC error.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not JSON at all (answer -32700 with a null id).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid JSON-RPC message (answer -32600). Holds the id if one could be read.
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// The id, when it could be read.
+        id: Option<Id>,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        encode(self) == encode(other)
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Box<RawValue>>,
+}
+
+/// Distinguishes a member that is present (even as `null`) from one that is absent.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
+/// One JSON-RPC payload: a single message or (protocol 2025-03-26 only) a batch.
+#[derive(Debug)]
+pub enum Payload<'a> {
+    /// A single message's raw text.
+    Single(&'a RawValue),
+    /// A batch of raw messages.
+    Batch(Vec<&'a RawValue>),
+}
+
+/// Splits a body into a single message or a batch without decoding the messages.
+pub fn split_payload(body: &[u8]) -> Result<Payload<'_>, DecodeError> {
+    let text =
+        std::str::from_utf8(body).map_err(|_| DecodeError::Parse("body is not UTF-8".into()))?;
+    let raw: &RawValue =
+        serde_json::from_str(text).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
+    if raw.get().trim_start().starts_with('[') {
+        let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+            .map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
+        if items.is_empty() {
+            return Err(DecodeError::Invalid {
+                id: None,
+                reason: "empty batch",
+            });
+        }
+        Ok(Payload::Batch(items))
+    } else {
+        Ok(Payload::Single(raw))
+    }
+}
+
+fn short_serde_error(e: &serde_json::Error) -> String {
+    format!("{} at line {} column {}", classify(e), e.line(), e.column())
+}
+
+fn classify(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Eof => "unexpected end of input",
+        serde_json::error::Category::Syntax => "invalid JSON",
+        serde_json::error::Category::Data => "unexpected JSON structure",
+        serde_json::error::Category::Io => "read failure",
+    }
+}
+
+/// Decodes one message from its JSON text.
+pub fn decode(text: &str) -> Result<Message, DecodeError> {
+    let env: Envelope<'_> = match serde_json::from_str(text) {
+        Ok(env) => env,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return Err(DecodeError::Parse(short_serde_error(&e)));
+        }
+        Err(_) => {
+            return Err(DecodeError::Invalid {
+                id: None,
+                reason: "a JSON-RPC message must be an object",
+            });
+        }
+    };
+    let id = match env.id {
+        None => None,
+        Some(raw) => match raw.get().as_bytes().first() {
+            Some(b'"' | b'-' | b'0'..=b'9') => Some(Id::from_raw(raw)),
+            _ => {
+                return Err(DecodeError::Invalid {
+                    id: None,
+                    reason: "id must be a string or a number",
+                });
+            }
+        },
+    };
+    let invalid = |reason| DecodeError::Invalid {
+        id: id.clone(),
+        reason,
+    };
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return Err(invalid("jsonrpc must be \"2.0\""));
+    }
+    let params = match env.params {
+        Some(p) if p.get() == "null" => None,
+        Some(p) if !matches!(p.get().as_bytes().first(), Some(b'{' | b'[')) => {
+            return Err(invalid("params must be an object or an array"));
+        }
+        other => other,
+    };
+    match (env.method, id.clone()) {
+        (Some(method), id) => {
+            let method: String = serde_json::from_str(method.get())
+                .map_err(|_| invalid("method must be a string"))?;
+            if env.result.is_some() || env.error.is_some() {
+                return Err(invalid("a request must not carry result or error"));
+            }
+            Ok(match id {
+                Some(id) => Message::Request(Request { id, method, params }),
+                None => Message::Notification(Notification { method, params }),
+            })
+        }
+        (None, Some(id)) => match (env.result, env.error) {
+            (Some(result), None) => Ok(Message::Response(Response {
+                id,
+                body: Ok(result),
+            })),
+            (None, Some(error)) if error.get().starts_with('{') => {
+                Ok(Message::Response(Response {
+                    id,
+                    body: Err(error),
+                }))
+            }
+            (None, Some(_)) => Err(invalid("error must be an object")),
+            _ => Err(invalid(
+                "a response carries exactly one of result and error",
+            )),
+        },
+        (None, None) => Err(invalid("message has neither method nor id")),
+    }
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct OutNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct OutResult<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    result: &'a RawValue,
+}
+
+#[derive(Serialize)]
+struct OutError<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a Id>,
+    error: &'a RawValue,
+}
+
+/// Encodes a request.
+pub fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
+    to_json(&OutRequest {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
+/// Encodes a notification.
+pub fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
+    to_json(&OutNotification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
+/// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
+pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
+    match (body, id) {
+        (Ok(result), Some(id)) => to_json(&OutResult {
+            jsonrpc: "2.0",
+            id,
+            result,
+        }),
+        (Ok(result), None) => to_json(&OutError {
+            jsonrpc: "2.0",
+            id: None,
+            error: result,
+        }),
+        (Err(error), id) => to_json(&OutError {
+            jsonrpc: "2.0",
+            id,
+            error,
+        }),
+    }
+}
+
+/// Encodes a response from an owned result-or-error.
+pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>) -> String {
+    match body {
+        Ok(result) => encode_response(id, Ok(result)),
+        Err(error) => encode_response(id, Err(error)),
+    }
+}
+
+/// Encodes an error response built by the gateway.
+pub fn encode_error(
+    id: Option<&Id>,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> String {
+    let error = error_object(code, message, data);
+    encode_response(id, Err(&error))
+}
+
+/// Builds a raw JSON-RPC error object.
+pub fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
+    let mut obj = serde_json::Map::new();
+    obj.insert("code".into(), code.into());
+    obj.insert("message".into(), message.into());
+    if let Some(data) = data {
+        obj.insert("data".into(), data);
+    }
+    to_raw(&serde_json::Value::Object(obj))
+}
+
+/// Encodes any message.
+pub fn encode(msg: &Message) -> String {
+    match msg {
+        Message::Request(r) => encode_request(&r.id, &r.method, r.params.as_deref()),
+        Message::Notification(n) => encode_notification(&n.method, n.params.as_deref()),
+        Message::Response(r) => encode_reply(Some(&r.id), &r.body),
+    }
+}
+
+/// Serialises a value the gateway built; these types cannot fail to serialise.
+pub fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "serialisation of a gateway-built message failed");
+        String::from("null")
+    })
+}
+
+/// Serialises a value into a raw JSON value.
+pub fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
+    RawValue::from_string(to_json(value)).unwrap_or_else(|_| null_raw())
+}
+
+/// Parses a raw value into a typed view; `None` when it does not fit.
+pub fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+}
+
+/// Parses raw JSON text into a `RawValue`, rejecting invalid JSON.
+pub fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    let raw: &RawValue = serde_json::from_str(text)?;
+    Ok(raw.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_each_kind_and_keeps_params_raw() {
+        let req = decode(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"b":1.50,"a":{"x":[]}}}"#,
+        );
+        match req {
+            Ok(Message::Request(r)) => {
+                assert_eq!(r.id.as_json(), "7");
+                assert_eq!(
+                    r.params.as_deref().map(RawValue::get),
+                    Some(r#"{"b":1.50,"a":{"x":[]}}"#)
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Message::Notification(_))
+        ));
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Ok(Message::Response(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_envelopes_with_the_right_error() {
+        assert!(matches!(decode("{"), Err(DecodeError::Parse(_))));
+        assert!(matches!(decode("[1"), Err(DecodeError::Parse(_))));
+        assert_eq!(
+            decode(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#),
+            Err(DecodeError::Invalid {
+                id: Some(Id::number(3)),
+                reason: "jsonrpc must be \"2.0\""
+            })
+        );
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            Err(DecodeError::Invalid { id: None, .. })
+        ));
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":1,"method":5}"#),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":1}"#),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(
+            decode(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(decode("42"), Err(DecodeError::Invalid { .. })));
+    }
+
+    #[test]
+    fn ids_round_trip_exactly() {
+        for text in [r#""abc""#, "12345678901234567890123", "-4", r#""é""#] {
+            let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
+            let Ok(Message::Request(r)) = decode(&msg) else {
+                panic!("{text}")
+            };
+            assert_eq!(encode_request(&r.id, "ping", None), msg);
+        }
+    }
+
+    #[test]
+    fn batches_split() {
+        assert!(matches!(split_payload(b"[{},{}]"), Ok(Payload::Batch(v)) if v.len() == 2));
+        assert!(matches!(
+            split_payload(b"[]"),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(split_payload(b"\xff"), Err(DecodeError::Parse(_))));
+    }
+}

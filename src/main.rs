@@ -1,0 +1,118 @@
+//! The `seawall` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use seawall::config::Config;
+use seawall::telemetry::{self, LogFormat};
+
+/// seawall: a resilient gateway for MCP servers.
+///
+/// Clients connect to http://LISTEN/mcp to reach every configured upstream at once (tools
+/// and prompts named <upstream>__<name>, resources by URI), or to
+/// http://LISTEN/mcp/<upstream> to reach one upstream with its own names.
+#[derive(Parser, Debug)]
+#[command(name = "seawall", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway.
+    Run {
+        /// Configuration file (YAML); see config/example.yaml for every key.
+        #[arg(short, long, env = "SEAWALL_CONFIG")]
+        config: PathBuf,
+        /// Address for MCP clients, overriding `listen` (port 0 picks a free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Address for /healthz and /readyz, overriding `admin_listen`.
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+        /// Log format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SEAWALL_LOG_FORMAT")]
+        log_format: LogFormat,
+    },
+    /// Validate a configuration file and report every error with its file, line and field.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Run the built-in demo MCP server (tools echo, add, sleep, fail, flaky, crash, big,
+    /// sample, roots, log; a resource, templates and a prompt), made to exercise a gateway.
+    DemoUpstream(seawall::demo::DemoArgs),
+    /// Print the version.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("seawall {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::CheckConfig { file } => match Config::load(&file) {
+            Ok(config) => {
+                println!(
+                    "{}: ok ({} upstreams)",
+                    file.display(),
+                    config.upstreams.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run {
+            config,
+            listen,
+            admin_listen,
+            log_format,
+        } => {
+            telemetry::init(log_format, "info");
+            let config = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let overrides = seawall::app::Overrides {
+                listen,
+                admin_listen,
+            };
+            block_on(seawall::app::run(config, overrides))
+        }
+        Command::DemoUpstream(args) => {
+            telemetry::init(LogFormat::Text, "warn");
+            block_on(seawall::demo::run(args))
+        }
+    }
+}
+
+fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("seawall: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("seawall: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

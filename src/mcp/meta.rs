@@ -1,0 +1,107 @@
+//! `params._meta` and the typed views of request parameters the gateway reads or rewrites.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::{self, Id};
+
+/// The part of any request's params the gateway looks at.
+#[derive(Debug, Default, Deserialize)]
+pub struct CommonParams {
+    /// `_meta`, if present.
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<Meta>,
+}
+
+/// The `_meta` fields the gateway reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct Meta {
+    /// The client's progress token, if it wants progress notifications.
+    #[serde(rename = "progressToken", default)]
+    pub progress_token: Option<Value>,
+}
+
+/// Reads the progress token of a request's params.
+pub fn progress_token(params: Option<&RawValue>) -> Option<Value> {
+    let common: CommonParams = jsonrpc::view(params)?;
+    common
+        .meta?
+        .progress_token
+        .filter(|t| t.is_string() || t.is_number())
+}
+
+/// Parameters parsed into an object for rewriting; `None` when params are absent or not an object.
+pub fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
+    match jsonrpc::view::<Value>(params)? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
+/// Replaces `_meta.progressToken` in params (which must hold one) with `token`.
+pub fn with_progress_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
+    let mut map = params_object(params)?;
+    let meta = map.get_mut("_meta")?.as_object_mut()?;
+    meta.insert("progressToken".into(), token.clone());
+    Some(jsonrpc::to_raw(&map))
+}
+
+/// `notifications/cancelled` params.
+#[derive(Debug, Deserialize)]
+pub struct CancelledParams {
+    /// The id of the request to cancel.
+    #[serde(rename = "requestId")]
+    pub request_id: Value,
+    /// Optional reason.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Builds `notifications/cancelled` params for an id.
+pub fn cancelled_params(id: &Id, reason: &str) -> Box<RawValue> {
+    jsonrpc::to_raw(&serde_json::json!({ "requestId": id.to_value(), "reason": reason }))
+}
+
+/// `notifications/progress` params (only the token is read).
+#[derive(Debug, Deserialize)]
+pub struct ProgressParams {
+    /// The token the request carried.
+    #[serde(rename = "progressToken")]
+    pub progress_token: Value,
+}
+
+/// A key for a progress token usable in maps (its JSON text).
+pub fn token_key(token: &Value) -> String {
+    token.to_string()
+}
+
+/// Replaces the `progressToken` of `notifications/progress` params.
+pub fn progress_with_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
+    let mut map = params_object(params)?;
+    map.insert("progressToken".into(), token.clone());
+    Some(jsonrpc::to_raw(&map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_and_rewrites_progress_tokens() {
+        let raw =
+            jsonrpc::raw_from_str(r#"{"name":"t","_meta":{"progressToken":"abc","x":1},"z":1.50}"#)
+                .unwrap();
+        assert_eq!(
+            progress_token(Some(&raw)),
+            Some(Value::String("abc".into()))
+        );
+        let new = with_progress_token(Some(&raw), &Value::from(9)).unwrap();
+        assert_eq!(
+            new.get(),
+            r#"{"name":"t","_meta":{"progressToken":9,"x":1},"z":1.50}"#
+        );
+        let none = jsonrpc::raw_from_str(r#"{"name":"t"}"#).unwrap();
+        assert_eq!(progress_token(Some(&none)), None);
+    }
+}

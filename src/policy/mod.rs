@@ -1,0 +1,3 @@
+//! Policies enforced before a request is routed. One concern per module.
+
+pub mod origin;

@@ -1,0 +1,3 @@
+//! Resilience policies, each a tower layer over [`crate::upstream::service::UpstreamCall`].
+
+pub mod deadline;

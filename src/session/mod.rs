@@ -1,0 +1,239 @@
+//! Client sessions (legacy Streamable HTTP era): the gateway session a client holds, the
+//! upstream links behind it, and the mapping of everything that flows back to the client.
+
+pub mod relay;
+pub mod table;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use table::SessionTable;
+
+use crate::jsonrpc::Id;
+use crate::routing::catalog::Catalog;
+use crate::upstream::{EVENT_BUFFER, EventSink, Link, Tagged, lock};
+
+/// Capacity of the queue of messages waiting for the client's GET stream.
+pub const OUTBOX_BUFFER: usize = 1024;
+
+/// Which upstreams a session reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// `/mcp`: every upstream, names prefixed.
+    Aggregate,
+    /// `/mcp/<upstream>`: one upstream, names unchanged.
+    Single(Arc<str>),
+}
+
+/// The state of one upstream for one session.
+#[derive(Clone)]
+pub enum Slot {
+    /// Connected.
+    Up(Link),
+    /// Not connected; the next request that needs it tries again.
+    Down(String),
+}
+
+/// One client session.
+pub struct Session {
+    /// The id the client sends in `Mcp-Session-Id`.
+    pub id: String,
+    /// A small number identifying the session in subscriptions and logs.
+    pub key: u64,
+    /// Which upstreams it reaches.
+    pub scope: Scope,
+    /// The negotiated protocol version.
+    pub version: String,
+    /// The client's `initialize` params (capabilities and info), forwarded to new upstream sessions.
+    pub client_capabilities: Value,
+    /// The client's info.
+    pub client_info: Value,
+    /// Per-upstream links.
+    slots: std::sync::Mutex<HashMap<Arc<str>, Slot>>,
+    /// Serialises reconnection attempts.
+    pub(crate) reconnect: tokio::sync::Mutex<()>,
+    /// Where resources and templates live, learnt from list results.
+    pub catalog: std::sync::Mutex<Catalog>,
+    events_tx: mpsc::Sender<Tagged>,
+    outbox_tx: mpsc::Sender<String>,
+    outbox_rx: std::sync::Mutex<Option<mpsc::Receiver<String>>>,
+    /// Server-initiated requests relayed to the client: gateway id → (upstream, upstream id).
+    server_requests: std::sync::Mutex<HashMap<Id, (Arc<str>, Id)>>,
+    next_server_request: AtomicU64,
+    /// In-flight client requests, by client id.
+    inflight: std::sync::Mutex<HashMap<Id, CancellationToken>>,
+    last_seen: std::sync::Mutex<Instant>,
+    pump: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+impl Session {
+    /// A new session with a fresh unguessable id; starts the task that relays upstream
+    /// events not tied to a request into the client's GET stream.
+    pub fn new(
+        scope: Scope,
+        version: String,
+        client_capabilities: Value,
+        client_info: Value,
+    ) -> Arc<Session> {
+        let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
+        let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_BUFFER);
+        let session = Arc::new(Session {
+            id: table::mint_id(),
+            key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            scope,
+            version,
+            client_capabilities,
+            client_info,
+            slots: std::sync::Mutex::new(HashMap::new()),
+            reconnect: tokio::sync::Mutex::new(()),
+            catalog: std::sync::Mutex::new(Catalog::default()),
+            events_tx,
+            outbox_tx,
+            outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
+            server_requests: std::sync::Mutex::new(HashMap::new()),
+            next_server_request: AtomicU64::new(1),
+            inflight: std::sync::Mutex::new(HashMap::new()),
+            last_seen: std::sync::Mutex::new(Instant::now()),
+            pump: std::sync::Mutex::new(None),
+        });
+        let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
+        *lock(&session.pump) = Some(pump.abort_handle());
+        session
+    }
+
+    /// A sink for events of `upstream` that are not tied to a request.
+    pub fn event_sink(&self, upstream: &Arc<str>) -> EventSink {
+        EventSink::new(Arc::clone(upstream), self.events_tx.clone())
+    }
+
+    /// Records a link (or its failure) for an upstream, subscribing to its events.
+    pub fn set_slot(&self, upstream: &Arc<str>, slot: Slot) {
+        if let Slot::Up(link) = &slot {
+            link.subscribe(self.key, self.event_sink(upstream));
+        }
+        lock(&self.slots).insert(Arc::clone(upstream), slot);
+    }
+
+    /// The slot of an upstream.
+    pub fn slot(&self, upstream: &str) -> Option<Slot> {
+        lock(&self.slots).get(upstream).cloned()
+    }
+
+    /// All connected links with their upstream names.
+    pub fn links(&self) -> Vec<(Arc<str>, Link)> {
+        lock(&self.slots)
+            .iter()
+            .filter_map(|(name, slot)| match slot {
+                Slot::Up(link) => Some((Arc::clone(name), link.clone())),
+                Slot::Down(_) => None,
+            })
+            .collect()
+    }
+
+    /// Takes every slot (the session is ending).
+    pub fn take_slots(&self) -> Vec<(Arc<str>, Slot)> {
+        lock(&self.slots).drain().collect()
+    }
+
+    /// Marks the session as used now.
+    pub fn touch(&self) {
+        *lock(&self.last_seen) = Instant::now();
+    }
+
+    /// When the session was last used.
+    pub fn last_seen(&self) -> Instant {
+        *lock(&self.last_seen)
+    }
+
+    /// Registers an in-flight client request; `None` if the id is already in flight.
+    pub fn begin_request(&self, id: &Id) -> Option<CancellationToken> {
+        let mut inflight = lock(&self.inflight);
+        if inflight.contains_key(id) {
+            return None;
+        }
+        let token = CancellationToken::new();
+        inflight.insert(id.clone(), token.clone());
+        Some(token)
+    }
+
+    /// Forgets an in-flight request.
+    pub fn end_request(&self, id: &Id) {
+        lock(&self.inflight).remove(id);
+    }
+
+    /// Cancels an in-flight client request (the client sent `notifications/cancelled`).
+    pub fn cancel_request(&self, id: &Id) -> bool {
+        match lock(&self.inflight).get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many client requests are in flight.
+    pub fn inflight(&self) -> usize {
+        lock(&self.inflight).len()
+    }
+
+    /// Queues a message for the client's GET stream; dropped (with a log line) when the
+    /// queue is full, so a client that never reads cannot grow memory.
+    pub fn push_outbox(&self, message: String) {
+        if self.outbox_tx.try_send(message).is_err() {
+            tracing::warn!(
+                session = self.key,
+                "dropped a message for the client: its GET stream queue is full"
+            );
+        }
+    }
+
+    /// Takes the GET stream's queue; `None` when a GET stream is already open.
+    pub fn take_outbox(&self) -> Option<mpsc::Receiver<String>> {
+        lock(&self.outbox_rx).take()
+    }
+
+    /// Gives the queue back when the GET stream closes.
+    pub fn return_outbox(&self, rx: mpsc::Receiver<String>) {
+        *lock(&self.outbox_rx) = Some(rx);
+    }
+
+    /// Remembers a server-initiated request relayed to the client; returns the client-side id.
+    pub fn register_server_request(&self, upstream: Arc<str>, upstream_id: Id) -> Id {
+        let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
+        let id = Id::string(&format!("seawall-{n}"));
+        lock(&self.server_requests).insert(id.clone(), (upstream, upstream_id));
+        id
+    }
+
+    /// Takes the route of a server-initiated request the client has answered.
+    pub fn take_server_request(&self, id: &Id) -> Option<(Arc<str>, Id)> {
+        lock(&self.server_requests).remove(id)
+    }
+
+    /// The client-side id of a server-initiated request, by its upstream id.
+    pub fn server_request_client_id(&self, upstream: &str, upstream_id: &Id) -> Option<Id> {
+        lock(&self.server_requests)
+            .iter()
+            .find(|(_, (u, uid))| &**u == upstream && uid == upstream_id)
+            .map(|(id, _)| id.clone())
+    }
+
+    /// Stops relaying events (the session is ending).
+    pub fn stop(&self) {
+        if let Some(pump) = lock(&self.pump).take() {
+            pump.abort();
+        }
+        for token in lock(&self.inflight).values() {
+            token.cancel();
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Server-to-client traffic: upstream notifications and requests, mapped to the ids and
+//! progress tokens the client knows.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::Session;
+use crate::jsonrpc::{self, Id};
+use crate::mcp::{meta, method};
+use crate::upstream::{Tagged, UpstreamEvent};
+
+/// The progress token of one client request: the gateway's upstream-side token and the
+/// client's own.
+#[derive(Debug, Clone)]
+pub struct ProgressMap {
+    /// The token sent upstream.
+    pub upstream: Value,
+    /// The client's token.
+    pub client: Value,
+}
+
+/// Maps one upstream event to the message the client sees; `None` when it must not
+/// reach the client (progress for a request that is not this one, unknown cancellations).
+pub fn to_client(
+    session: &Session,
+    tagged: Tagged,
+    progress: Option<&ProgressMap>,
+) -> Option<String> {
+    match tagged.event {
+        UpstreamEvent::Notification(n) if n.method == method::PROGRESS => {
+            let map = progress?;
+            let p: meta::ProgressParams = jsonrpc::view(n.params.as_deref())?;
+            if meta::token_key(&p.progress_token) != meta::token_key(&map.upstream) {
+                return None;
+            }
+            let params = meta::progress_with_token(n.params.as_deref(), &map.client)?;
+            Some(jsonrpc::encode_notification(&n.method, Some(&params)))
+        }
+        UpstreamEvent::Notification(n) if n.method == method::CANCELLED => {
+            // The upstream withdraws a request it made of the client.
+            let p: meta::CancelledParams = jsonrpc::view(n.params.as_deref())?;
+            let upstream_id = Id::from_value(&p.request_id)?;
+            let client_id = session.server_request_client_id(&tagged.upstream, &upstream_id)?;
+            session.take_server_request(&client_id);
+            let params = meta::cancelled_params(
+                &client_id,
+                p.reason.as_deref().unwrap_or("cancelled by the server"),
+            );
+            Some(jsonrpc::encode_notification(&n.method, Some(&params)))
+        }
+        UpstreamEvent::Notification(n) => {
+            Some(jsonrpc::encode_notification(&n.method, n.params.as_deref()))
+        }
+        UpstreamEvent::Request(r) => {
+            let id = session.register_server_request(Arc::clone(&tagged.upstream), r.id);
+            Some(jsonrpc::encode_request(&id, &r.method, r.params.as_deref()))
+        }
+    }
+}
+
+/// Relays events not tied to a request into the session's GET stream queue.
+pub async fn pump_unrelated(session: Weak<Session>, mut rx: mpsc::Receiver<Tagged>) {
+    while let Some(tagged) = rx.recv().await {
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        if let Some(message) = to_client(&session, tagged, None) {
+            session.push_outbox(message);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The configured upstreams: how to reach each one and the request stack in front of it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::http::{HttpLink, HttpUpstream};
+use super::service::UpstreamService;
+use super::stdio::{StdioLink, StdioUpstream};
+use super::{InitParams, Link, UpstreamError};
+use crate::config::Timeouts;
+
+/// How an upstream is reached.
+pub enum Transport {
+    /// Streamable HTTP: one upstream session per client session.
+    Http(Arc<HttpUpstream>),
+    /// A child process shared by every client session.
+    SharedStdio(Arc<StdioLink>),
+    /// A child process per client session.
+    PerSessionStdio(Arc<StdioUpstream>),
+}
+
+/// One configured upstream.
+pub struct UpstreamHandle {
+    /// Its name.
+    pub name: Arc<str>,
+    /// How it is reached.
+    pub transport: Transport,
+    /// Its timeouts (defaults with per-upstream overrides applied).
+    pub timeouts: Timeouts,
+    /// The request stack in front of it.
+    pub service: UpstreamService,
+}
+
+impl UpstreamHandle {
+    /// Opens (or, for a shared process, joins) a session with the upstream on behalf of a
+    /// client session whose client declared `init`.
+    pub async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
+        match &self.transport {
+            Transport::Http(up) => {
+                let connect = HttpLink::connect(Arc::clone(up), init.clone());
+                match tokio::time::timeout(self.timeouts.connect, connect).await {
+                    Ok(link) => link.map(Link::Http),
+                    Err(_) => Err(UpstreamError::Handshake(
+                        "no answer to initialize in time".into(),
+                    )),
+                }
+            }
+            Transport::SharedStdio(link) => {
+                link.wait_ready().await?;
+                Ok(Link::Stdio(Arc::clone(link)))
+            }
+            Transport::PerSessionStdio(up) => StdioLink::start(Arc::clone(up), init.clone(), true)
+                .await
+                .map(Link::Stdio),
+        }
+    }
+
+    /// Whether the link is shared by every session (and must not be closed with one).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.transport, Transport::SharedStdio(_))
+    }
+
+    /// A short description of the transport for status pages.
+    pub fn kind(&self) -> &'static str {
+        match self.transport {
+            Transport::Http(_) => "http",
+            Transport::SharedStdio(_) => "stdio-shared",
+            Transport::PerSessionStdio(_) => "stdio-per-session",
+        }
+    }
+}
+
+/// Every upstream, in configuration order.
+#[derive(Default)]
+pub struct Upstreams {
+    ordered: Vec<Arc<UpstreamHandle>>,
+    by_name: HashMap<Arc<str>, Arc<UpstreamHandle>>,
+}
+
+impl Upstreams {
+    /// Adds an upstream.
+    pub fn push(&mut self, handle: UpstreamHandle) {
+        let handle = Arc::new(handle);
+        self.by_name
+            .insert(Arc::clone(&handle.name), Arc::clone(&handle));
+        self.ordered.push(handle);
+    }
+
+    /// By name.
+    pub fn get(&self, name: &str) -> Option<&Arc<UpstreamHandle>> {
+        self.by_name.get(name)
+    }
+
+    /// All, in configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<UpstreamHandle>> {
+        self.ordered.iter()
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.ordered.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ordered.is_empty()
+    }
+}
