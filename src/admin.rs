@@ -14,10 +14,7 @@ use crate::upstream::registry::Transport;
 
 /// The admin routes.
 pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(gateway)
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(gateway)
 }
 
 /// The process is up and serving.
@@ -41,20 +38,13 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
             }
             Transport::Http(_) | Transport::PerSessionStdio(_) => "per-session",
         };
-        upstreams.insert(
-            handle.name.to_string(),
-            json!({ "kind": handle.kind(), "state": state }),
-        );
+        upstreams.insert(handle.name.to_string(), json!({ "kind": handle.kind(), "state": state }));
     }
     let body = json!({
         "status": if ready { "ready" } else { "degraded" },
         "sessions": gateway.sessions().len(),
         "upstreams": Value::Object(upstreams),
     });
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()
 }

@@ -24,12 +24,15 @@ use crate::downstream::streamable_http::{self, HttpState};
 use crate::gateway::Gateway;
 use crate::policy::origin::OriginPolicy;
 use crate::resilience::deadline::DeadlineLayer;
+use crate::resilience::load_shed::{LoadShedLayer, Slots};
+use crate::resilience::retry::RetryLayer;
 use crate::routing::Router;
 use crate::session::SessionTable;
 use crate::upstream::InitParams;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::registry::{Transport, UpstreamHandle, Upstreams};
 use crate::upstream::service::{LinkService, UpstreamService};
+use crate::upstream::settings::{ToolCatalog, UpstreamSettings};
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
 /// Overrides from the command line.
@@ -42,11 +45,17 @@ pub struct Overrides {
 }
 
 /// The request stack in front of one upstream, outermost layer first.
-fn upstream_stack() -> UpstreamService {
+fn upstream_stack(settings: &UpstreamSettings) -> UpstreamService {
     let stack = ServiceBuilder::new()
-        // One overall deadline per request; when it passes the call is dropped, which
-        // sends `notifications/cancelled` upstream.
-        .layer(DeadlineLayer)
+        // Load shedding: a capped number of requests in flight with a short queue, then
+        // an immediate "overloaded" refusal instead of a backlog.
+        .layer(LoadShedLayer::new(Slots::new(settings.concurrency)))
+        // One overall deadline per request, covering every attempt and backoff; when it
+        // passes the call is dropped, which sends `notifications/cancelled` upstream.
+        .layer(DeadlineLayer::new(settings.timeouts))
+        // Retries of idempotent requests only, with full-jitter backoff, within the
+        // deadline and a per-upstream budget.
+        .layer(RetryLayer::new(settings.retry))
         // The link: a Streamable HTTP session or a supervised stdio process.
         .service(LinkService);
     UpstreamService::new(stack)
@@ -60,22 +69,10 @@ pub fn build_upstreams(config: &Config) -> anyhow::Result<Upstreams> {
         let name: Arc<str> = Arc::from(up.name.as_str());
         let transport = match up.kind() {
             UpstreamKind::Http { url, headers } => Transport::Http(Arc::new(
-                HttpUpstream::new(
-                    &up.name,
-                    url,
-                    headers,
-                    timeouts.connect,
-                    config.limits.max_message_bytes,
-                )
-                .with_context(|| format!("upstream {:?}", up.name))?,
+                HttpUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
+                    .with_context(|| format!("upstream {:?}", up.name))?,
             )),
-            UpstreamKind::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-                share,
-            } => {
+            UpstreamKind::Stdio { command, args, env, cwd, share } => {
                 let stdio = Arc::new(StdioUpstream {
                     name: Arc::clone(&name),
                     program: resolve_program(command)?,
@@ -89,21 +86,24 @@ pub fn build_upstreams(config: &Config) -> anyhow::Result<Upstreams> {
                     connect_timeout: timeouts.connect,
                 });
                 match share {
-                    StdioShare::Shared => Transport::SharedStdio(StdioLink::spawn(
-                        stdio,
-                        InitParams::gateway_own(),
-                        false,
-                    )),
+                    StdioShare::Shared => {
+                        Transport::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false))
+                    }
                     StdioShare::PerSession => Transport::PerSessionStdio(stdio),
                 }
             }
         };
-        upstreams.push(UpstreamHandle {
-            name,
-            transport,
+        let policy = UpstreamSettings {
             timeouts,
-            service: upstream_stack(),
-        });
+            retry: up.retry(&config.defaults.retry),
+            breaker: up.breaker(&config.defaults.breaker),
+            concurrency: up.concurrency(&config.defaults.concurrency),
+            trust_annotations: up.trust_annotations,
+            tools: up.tools.clone(),
+            catalog: ToolCatalog::default(),
+        };
+        let service = upstream_stack(&policy);
+        upstreams.push(UpstreamHandle { name, transport, policy, service });
     }
     Ok(upstreams)
 }
@@ -127,15 +127,11 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let upstreams = Arc::new(build_upstreams(&config)?);
     let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone());
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout);
-    let gateway = Arc::new(Gateway::new(
-        router,
-        sessions,
-        config.limits.max_in_flight_per_session,
-    ));
+    let gateway =
+        Arc::new(Gateway::new(router, sessions, config.limits.max_in_flight_per_session, config.limits.max_in_flight));
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
     let state = HttpState {
         gateway: Arc::clone(&gateway),
@@ -147,9 +143,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
 
     let admin = match config.admin_listen {
         Some(addr) => {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
+            let l = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
             println!("seawall admin listening on http://{}", l.local_addr()?);
             Some(l)
         }
@@ -161,15 +155,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway)));
     let admin_task = admin.map(|l| {
         let app = crate::admin::router(Arc::clone(&gateway));
-        tokio::spawn(async move {
-            axum::serve(l, app)
-                .with_graceful_shutdown(shutdown_signal())
-                .await
-        })
+        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(shutdown_signal()).await })
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
 
     tracing::info!("shutting down");
     reaper.abort();
@@ -197,14 +185,13 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

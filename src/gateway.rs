@@ -37,6 +37,23 @@ pub struct Gateway {
     router: Router,
     sessions: SessionTable,
     max_in_flight_per_session: usize,
+    in_flight: Arc<tokio::sync::Semaphore>,
+}
+
+/// The encoded answer to one request.
+#[derive(Debug)]
+pub struct Answer {
+    /// The JSON-RPC response.
+    pub body: String,
+    /// Set when the request was refused as overloaded: transports that can should answer
+    /// HTTP 503 with this `Retry-After`.
+    pub overloaded: Option<std::time::Duration>,
+}
+
+impl Answer {
+    fn plain(body: String) -> Answer {
+        Answer { body, overloaded: None }
+    }
 }
 
 #[derive(Deserialize)]
@@ -57,12 +74,10 @@ impl Gateway {
         router: Router,
         sessions: SessionTable,
         max_in_flight_per_session: usize,
+        max_in_flight: usize,
     ) -> Gateway {
-        Gateway {
-            router,
-            sessions,
-            max_in_flight_per_session,
-        }
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1)));
+        Gateway { router, sessions, max_in_flight_per_session, in_flight }
     }
 
     /// The upstreams.
@@ -82,29 +97,15 @@ impl Gateway {
 
     /// Handles `initialize`: opens upstream sessions and answers with the merged (or, on a
     /// single-upstream endpoint, the upstream's own) result.
-    pub async fn initialize(
-        &self,
-        scope: Scope,
-        req: &Request,
-    ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
-        let params: InitializeParams = jsonrpc::view(req.params.as_deref()).ok_or_else(|| {
-            InitError::Invalid("initialize needs params.protocolVersion (a string)".into())
-        })?;
+    pub async fn initialize(&self, scope: Scope, req: &Request) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
+        let params: InitializeParams = jsonrpc::view(req.params.as_deref())
+            .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
         if !self.sessions.has_room() {
             return Err(InitError::Full);
         }
         let version = mcp::negotiate(&params.protocol_version).to_owned();
-        let capabilities = if params.capabilities.is_object() {
-            params.capabilities
-        } else {
-            json!({})
-        };
-        let session = Session::new(
-            scope.clone(),
-            version.clone(),
-            capabilities,
-            params.client_info,
-        );
+        let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
+        let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
 
         let targets: Vec<_> = match &scope {
             Scope::Aggregate => self.upstreams().iter().cloned().collect(),
@@ -136,10 +137,7 @@ impl Gateway {
                         _ => "not configured".into(),
                     };
                     self.close_session(&session).await;
-                    return Err(InitError::Failed(GatewayError::Unavailable {
-                        upstream: Arc::clone(name),
-                        reason,
-                    }));
+                    return Err(InitError::Failed(GatewayError::Unavailable { upstream: Arc::clone(name), reason }));
                 }
             },
             Scope::Aggregate => merged_init(&session, &version),
@@ -160,40 +158,29 @@ impl Gateway {
         session: &Arc<Session>,
         req: Request,
         out: Option<mpsc::Sender<String>>,
-    ) -> String {
+    ) -> Answer {
+        let refuse = |code, message| Answer::plain(jsonrpc::encode_error(Some(&req.id), code, message, None));
         if req.method == method::INITIALIZE {
-            return jsonrpc::encode_error(
-                Some(&req.id),
-                code::INVALID_REQUEST,
-                "Session already initialized",
-                None,
-            );
+            return refuse(code::INVALID_REQUEST, "Session already initialized");
         }
         if session.inflight() >= self.max_in_flight_per_session {
-            return jsonrpc::encode_error(
-                Some(&req.id),
-                code::INVALID_REQUEST,
-                "Too many requests in flight for this session",
-                None,
-            );
+            return refuse(code::OVERLOADED, "Too many requests in flight for this session");
         }
+        let Ok(_slot) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            let e =
+                GatewayError::Overloaded { scope: "gateway".into(), retry_after: std::time::Duration::from_secs(1) };
+            let body = jsonrpc::encode_reply(Some(&req.id), &errors::rewrite(&e, None));
+            return Answer { body, overloaded: Some(std::time::Duration::from_secs(1)) };
+        };
         let Some(cancel) = session.begin_request(&req.id) else {
-            return jsonrpc::encode_error(
-                Some(&req.id),
-                code::INVALID_REQUEST,
-                "A request with this id is already in flight",
-                None,
-            );
+            return refuse(code::INVALID_REQUEST, "A request with this id is already in flight");
         };
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
 
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
         let progress = meta::progress_token(params.as_deref()).map(|client| ProgressMap {
-            upstream: Value::String(format!(
-                "seawall-progress-{}",
-                NEXT_PROGRESS.fetch_add(1, Ordering::Relaxed)
-            )),
+            upstream: Value::String(format!("seawall-progress-{}", NEXT_PROGRESS.fetch_add(1, Ordering::Relaxed))),
             client,
         });
         if let Some(p) = &progress {
@@ -207,6 +194,7 @@ impl Gateway {
             session,
             related: &related_tx,
             progress: progress.as_ref().map(|p| &p.upstream),
+            cancel: &cancel,
         };
         let outcome = {
             let routed = self.router.route(&ctx, &req.method, params);
@@ -231,11 +219,15 @@ impl Gateway {
             }
         }
         session.end_request(&req.id);
+        let overloaded = match &outcome {
+            Err(GatewayError::Overloaded { retry_after, .. }) => Some(*retry_after),
+            _ => None,
+        };
         let body = match outcome {
             Ok(reply) => reply,
             Err(e) => errors::rewrite(&e, tool.as_deref()),
         };
-        jsonrpc::encode_reply(Some(&req.id), &body)
+        Answer { body: jsonrpc::encode_reply(Some(&req.id), &body), overloaded }
     }
 
     /// Handles a client notification.
@@ -339,26 +331,16 @@ fn merged_init(session: &Session, version: &str) -> Box<RawValue> {
             continue;
         };
         merge_capabilities(&mut capabilities, &init.capabilities);
-        if let Some(text) = init
-            .instructions
-            .as_deref()
-            .filter(|t| !t.trim().is_empty())
-        {
+        if let Some(text) = init.instructions.as_deref().filter(|t| !t.trim().is_empty()) {
             instructions.push(format!("[{name}] {text}"));
         }
     }
     let mut result = Map::new();
     result.insert("protocolVersion".into(), Value::String(version.to_owned()));
     result.insert("capabilities".into(), capabilities);
-    result.insert(
-        "serverInfo".into(),
-        json!({ "name": "seawall", "version": env!("CARGO_PKG_VERSION") }),
-    );
+    result.insert("serverInfo".into(), json!({ "name": "seawall", "version": env!("CARGO_PKG_VERSION") }));
     if !instructions.is_empty() {
-        result.insert(
-            "instructions".into(),
-            Value::String(instructions.join("\n\n")),
-        );
+        result.insert("instructions".into(), Value::String(instructions.join("\n\n")));
     }
     jsonrpc::to_raw(&result)
 }
@@ -388,13 +370,7 @@ mod tests {
     #[test]
     fn capabilities_merge_as_a_union() {
         let mut caps = json!({"tools": {"listChanged": false}, "logging": {}});
-        merge_capabilities(
-            &mut caps,
-            &json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}}),
-        );
-        assert_eq!(
-            caps,
-            json!({"tools": {"listChanged": true}, "logging": {}, "resources": {"subscribe": true}})
-        );
+        merge_capabilities(&mut caps, &json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}}));
+        assert_eq!(caps, json!({"tools": {"listChanged": true}, "logging": {}, "resources": {"subscribe": true}}));
     }
 }

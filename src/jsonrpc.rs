@@ -29,6 +29,12 @@ pub mod code {
     pub const REQUEST_TIMEOUT: i64 = -32001;
     /// The upstream that serves this request is unavailable (seawall's own code).
     pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+    /// A circuit breaker is open for the upstream (seawall's own code).
+    pub const CIRCUIT_OPEN: i64 = -32011;
+    /// The gateway or the upstream has too many requests in flight (seawall's own code).
+    pub const OVERLOADED: i64 = -32012;
+    /// The request was cancelled.
+    pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
 /// A JSON-RPC request id: a string or a number, kept exactly as the peer wrote it.
@@ -209,18 +215,13 @@ pub enum Payload<'a> {
 
 /// Splits a body into a single message or a batch without decoding the messages.
 pub fn split_payload(body: &[u8]) -> Result<Payload<'_>, DecodeError> {
-    let text =
-        std::str::from_utf8(body).map_err(|_| DecodeError::Parse("body is not UTF-8".into()))?;
-    let raw: &RawValue =
-        serde_json::from_str(text).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
+    let text = std::str::from_utf8(body).map_err(|_| DecodeError::Parse("body is not UTF-8".into()))?;
+    let raw: &RawValue = serde_json::from_str(text).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
     if raw.get().trim_start().starts_with('[') {
-        let items: Vec<&RawValue> = serde_json::from_str(raw.get())
-            .map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
+        let items: Vec<&RawValue> =
+            serde_json::from_str(raw.get()).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
         if items.is_empty() {
-            return Err(DecodeError::Invalid {
-                id: None,
-                reason: "empty batch",
-            });
+            return Err(DecodeError::Invalid { id: None, reason: "empty batch" });
         }
         Ok(Payload::Batch(items))
     } else {
@@ -249,10 +250,7 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
             return Err(DecodeError::Parse(short_serde_error(&e)));
         }
         Err(_) => {
-            return Err(DecodeError::Invalid {
-                id: None,
-                reason: "a JSON-RPC message must be an object",
-            });
+            return Err(DecodeError::Invalid { id: None, reason: "a JSON-RPC message must be an object" });
         }
     };
     let id = match env.id {
@@ -260,17 +258,11 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
         Some(raw) => match raw.get().as_bytes().first() {
             Some(b'"' | b'-' | b'0'..=b'9') => Some(Id::from_raw(raw)),
             _ => {
-                return Err(DecodeError::Invalid {
-                    id: None,
-                    reason: "id must be a string or a number",
-                });
+                return Err(DecodeError::Invalid { id: None, reason: "id must be a string or a number" });
             }
         },
     };
-    let invalid = |reason| DecodeError::Invalid {
-        id: id.clone(),
-        reason,
-    };
+    let invalid = |reason| DecodeError::Invalid { id: id.clone(), reason };
     if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
@@ -283,8 +275,7 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
     };
     match (env.method, id.clone()) {
         (Some(method), id) => {
-            let method: String = serde_json::from_str(method.get())
-                .map_err(|_| invalid("method must be a string"))?;
+            let method: String = serde_json::from_str(method.get()).map_err(|_| invalid("method must be a string"))?;
             if env.result.is_some() || env.error.is_some() {
                 return Err(invalid("a request must not carry result or error"));
             }
@@ -294,20 +285,12 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
             })
         }
         (None, Some(id)) => match (env.result, env.error) {
-            (Some(result), None) => Ok(Message::Response(Response {
-                id,
-                body: Ok(result),
-            })),
+            (Some(result), None) => Ok(Message::Response(Response { id, body: Ok(result) })),
             (None, Some(error)) if error.get().starts_with('{') => {
-                Ok(Message::Response(Response {
-                    id,
-                    body: Err(error),
-                }))
+                Ok(Message::Response(Response { id, body: Err(error) }))
             }
             (None, Some(_)) => Err(invalid("error must be an object")),
-            _ => Err(invalid(
-                "a response carries exactly one of result and error",
-            )),
+            _ => Err(invalid("a response carries exactly one of result and error")),
         },
         (None, None) => Err(invalid("message has neither method nor id")),
     }
@@ -346,41 +329,20 @@ struct OutError<'a> {
 
 /// Encodes a request.
 pub fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
-    to_json(&OutRequest {
-        jsonrpc: "2.0",
-        id,
-        method,
-        params,
-    })
+    to_json(&OutRequest { jsonrpc: "2.0", id, method, params })
 }
 
 /// Encodes a notification.
 pub fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
-    to_json(&OutNotification {
-        jsonrpc: "2.0",
-        method,
-        params,
-    })
+    to_json(&OutNotification { jsonrpc: "2.0", method, params })
 }
 
 /// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
 pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
     match (body, id) {
-        (Ok(result), Some(id)) => to_json(&OutResult {
-            jsonrpc: "2.0",
-            id,
-            result,
-        }),
-        (Ok(result), None) => to_json(&OutError {
-            jsonrpc: "2.0",
-            id: None,
-            error: result,
-        }),
-        (Err(error), id) => to_json(&OutError {
-            jsonrpc: "2.0",
-            id,
-            error,
-        }),
+        (Ok(result), Some(id)) => to_json(&OutResult { jsonrpc: "2.0", id, result }),
+        (Ok(result), None) => to_json(&OutError { jsonrpc: "2.0", id: None, error: result }),
+        (Err(error), id) => to_json(&OutError { jsonrpc: "2.0", id, error }),
     }
 }
 
@@ -393,12 +355,7 @@ pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>
 }
 
 /// Encodes an error response built by the gateway.
-pub fn encode_error(
-    id: Option<&Id>,
-    code: i64,
-    message: &str,
-    data: Option<serde_json::Value>,
-) -> String {
+pub fn encode_error(id: Option<&Id>, code: i64, message: &str, data: Option<serde_json::Value>) -> String {
     let error = error_object(code, message, data);
     encode_response(id, Err(&error))
 }
@@ -453,16 +410,11 @@ mod tests {
 
     #[test]
     fn decodes_each_kind_and_keeps_params_raw() {
-        let req = decode(
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"b":1.50,"a":{"x":[]}}}"#,
-        );
+        let req = decode(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"b":1.50,"a":{"x":[]}}}"#);
         match req {
             Ok(Message::Request(r)) => {
                 assert_eq!(r.id.as_json(), "7");
-                assert_eq!(
-                    r.params.as_deref().map(RawValue::get),
-                    Some(r#"{"b":1.50,"a":{"x":[]}}"#)
-                );
+                assert_eq!(r.params.as_deref().map(RawValue::get), Some(r#"{"b":1.50,"a":{"x":[]}}"#));
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -470,10 +422,7 @@ mod tests {
             decode(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Ok(Message::Notification(_))
         ));
-        assert!(matches!(
-            decode(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
-            Ok(Message::Response(_))
-        ));
+        assert!(matches!(decode(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), Ok(Message::Response(_))));
     }
 
     #[test]
@@ -482,27 +431,15 @@ mod tests {
         assert!(matches!(decode("[1"), Err(DecodeError::Parse(_))));
         assert_eq!(
             decode(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#),
-            Err(DecodeError::Invalid {
-                id: Some(Id::number(3)),
-                reason: "jsonrpc must be \"2.0\""
-            })
+            Err(DecodeError::Invalid { id: Some(Id::number(3)), reason: "jsonrpc must be \"2.0\"" })
         );
         assert!(matches!(
             decode(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
             Err(DecodeError::Invalid { id: None, .. })
         ));
-        assert!(matches!(
-            decode(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
-            Err(DecodeError::Invalid { .. })
-        ));
-        assert!(matches!(
-            decode(r#"{"jsonrpc":"2.0","id":1,"method":5}"#),
-            Err(DecodeError::Invalid { .. })
-        ));
-        assert!(matches!(
-            decode(r#"{"jsonrpc":"2.0","id":1}"#),
-            Err(DecodeError::Invalid { .. })
-        ));
+        assert!(matches!(decode(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), Err(DecodeError::Invalid { .. })));
+        assert!(matches!(decode(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), Err(DecodeError::Invalid { .. })));
+        assert!(matches!(decode(r#"{"jsonrpc":"2.0","id":1}"#), Err(DecodeError::Invalid { .. })));
         assert!(matches!(
             decode(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#),
             Err(DecodeError::Invalid { .. })
@@ -514,9 +451,7 @@ mod tests {
     fn ids_round_trip_exactly() {
         for text in [r#""abc""#, "12345678901234567890123", "-4", r#""é""#] {
             let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
-            let Ok(Message::Request(r)) = decode(&msg) else {
-                panic!("{text}")
-            };
+            let Ok(Message::Request(r)) = decode(&msg) else { panic!("{text}") };
             assert_eq!(encode_request(&r.id, "ping", None), msg);
         }
     }
@@ -524,10 +459,7 @@ mod tests {
     #[test]
     fn batches_split() {
         assert!(matches!(split_payload(b"[{},{}]"), Ok(Payload::Batch(v)) if v.len() == 2));
-        assert!(matches!(
-            split_payload(b"[]"),
-            Err(DecodeError::Invalid { .. })
-        ));
+        assert!(matches!(split_payload(b"[]"), Err(DecodeError::Invalid { .. })));
         assert!(matches!(split_payload(b"\xff"), Err(DecodeError::Parse(_))));
     }
 }

@@ -58,11 +58,7 @@ fn main() -> ExitCode {
         }
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
-                println!(
-                    "{}: ok ({} upstreams)",
-                    file.display(),
-                    config.upstreams.len()
-                );
+                println!("{}: ok ({} upstreams)", file.display(), config.upstreams.len());
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -70,12 +66,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Run {
-            config,
-            listen,
-            admin_listen,
-            log_format,
-        } => {
+        Command::Run { config, listen, admin_listen, log_format } => {
             telemetry::init(log_format, "info");
             let config = match Config::load(&config) {
                 Ok(c) => c,
@@ -84,10 +75,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let overrides = seawall::app::Overrides {
-                listen,
-                admin_listen,
-            };
+            let overrides = seawall::app::Overrides { listen, admin_listen };
             block_on(seawall::app::run(config, overrides))
         }
         Command::DemoUpstream(args) => {
@@ -98,10 +86,7 @@ fn main() -> ExitCode {
 }
 
 fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("seawall: cannot start the runtime: {e}");

@@ -40,13 +40,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder that refuses events larger than `limit` bytes.
     pub fn new(limit: usize) -> Decoder {
-        Decoder {
-            buf: BytesMut::new(),
-            pending: Event::default(),
-            has_data: false,
-            limit,
-            event_bytes: 0,
-        }
+        Decoder { buf: BytesMut::new(), pending: Event::default(), has_data: false, limit, event_bytes: 0 }
     }
 
     /// Adds bytes and returns the events they complete.
@@ -119,20 +113,12 @@ impl Decoder {
 }
 
 /// Decodes a byte stream into events, bounded by `limit` bytes per event.
-pub fn decode_stream<S, E>(
-    body: S,
-    limit: usize,
-) -> impl Stream<Item = Result<Event, SseError>> + Send
+pub fn decode_stream<S, E>(body: S, limit: usize) -> impl Stream<Item = Result<Event, SseError>> + Send
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::fmt::Display,
 {
-    let state = (
-        Box::pin(body),
-        Decoder::new(limit),
-        std::collections::VecDeque::new(),
-        false,
-    );
+    let state = (Box::pin(body), Decoder::new(limit), std::collections::VecDeque::new(), false);
     futures::stream::unfold(state, |(mut body, mut dec, mut queue, done)| async move {
         loop {
             if let Some(ev) = queue.pop_front() {
@@ -182,9 +168,7 @@ mod tests {
         let mut d = Decoder::new(1024);
         let mut evs = d.feed(b"id: 1\nevent: message\ndata: {\"a\"").unwrap();
         assert!(evs.is_empty());
-        evs = d
-            .feed(b":1}\r\n\r\n: comment\n\ndata: x\ndata: y\n\n")
-            .unwrap();
+        evs = d.feed(b":1}\r\n\r\n: comment\n\ndata: x\ndata: y\n\n").unwrap();
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[0].data, "{\"a\":1}");
         assert_eq!(evs[0].id.as_deref(), Some("1"));
@@ -195,33 +179,19 @@ mod tests {
     fn priming_event_with_only_an_id_is_reported() {
         let mut d = Decoder::new(1024);
         let evs = d.feed(b"id: p0\nretry: 500\ndata:\n\n").unwrap();
-        assert_eq!(
-            evs,
-            vec![Event {
-                event: None,
-                data: String::new(),
-                id: Some("p0".into()),
-                retry: Some(500)
-            }]
-        );
+        assert_eq!(evs, vec![Event { event: None, data: String::new(), id: Some("p0".into()), retry: Some(500) }]);
     }
 
     #[test]
     fn refuses_oversized_events() {
         let mut d = Decoder::new(16);
-        assert_eq!(
-            d.feed(b"data: 0123456789012345678\n"),
-            Err(SseError::TooLarge(16))
-        );
+        assert_eq!(d.feed(b"data: 0123456789012345678\n"), Err(SseError::TooLarge(16)));
         let mut d = Decoder::new(16);
         assert_eq!(d.feed(&[b'x'; 40]), Err(SseError::TooLarge(16)));
     }
 
     #[test]
     fn encodes_multiline_data() {
-        assert_eq!(
-            &encode_message("a\nb", Some("7"))[..],
-            b"id: 7\nevent: message\ndata: a\ndata: b\n\n"
-        );
+        assert_eq!(&encode_message("a\nb", Some("7"))[..], b"id: 7\nevent: message\ndata: a\ndata: b\n\n");
     }
 }

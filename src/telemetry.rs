@@ -17,8 +17,7 @@ pub enum LogFormat {
 
 /// Installs the global subscriber; `RUST_LOG` overrides `default_filter`.
 pub fn init(format: LogFormat, default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{
-    ConformanceCheck, DemoUpstream, Everything, Interop, Seawall, TestDir, Upstream, config_yaml,
-    run_conformance, run_script, tally,
+    ConformanceCheck, DemoUpstream, Everything, Interop, Seawall, TestDir, Upstream, config_yaml, run_conformance,
+    run_script, tally,
 };
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
@@ -22,14 +22,9 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
 async fn python_sdk_client_through_seawall() {
     let interop = Interop::from_env();
     let remote = DemoUpstream::start(false, &[]).await;
-    let seawall = Seawall::start(&config_yaml(
-        &[
-            Upstream::demo_stdio("demo", true),
-            Upstream::http("remote", &remote.url),
-        ],
-        "",
-    ))
-    .await;
+    let seawall =
+        Seawall::start(&config_yaml(&[Upstream::demo_stdio("demo", true), Upstream::http("remote", &remote.url)], ""))
+            .await;
 
     let script = interop.path("python/client_test.py");
     let cmd = interop.python_command([
@@ -51,19 +46,11 @@ async fn python_sdk_client_through_seawall() {
 async fn typescript_sdk_client_through_seawall() {
     let interop = Interop::from_env();
     let everything = Everything::start(&interop).await;
-    let seawall = Seawall::start(&config_yaml(
-        &[Upstream::http("everything", &everything.url)],
-        "",
-    ))
-    .await;
+    let seawall = Seawall::start(&config_yaml(&[Upstream::http("everything", &everything.url)], "")).await;
 
     let script = interop.path("ts/client_test.mjs");
-    let cmd = interop.node_command([
-        script.as_os_str(),
-        seawall.url.as_ref(),
-        "--upstream".as_ref(),
-        "everything".as_ref(),
-    ]);
+    let cmd =
+        interop.node_command([script.as_os_str(), seawall.url.as_ref(), "--upstream".as_ref(), "everything".as_ref()]);
     run_script("ts client", cmd, SCRIPT_TIMEOUT)
         .await
         .assert_success("TypeScript SDK client (tests/interop/ts/client_test.mjs)");
@@ -77,33 +64,16 @@ async fn conformance_suite_loses_no_check_through_seawall() {
     let interop = Interop::from_env();
     let dir = TestDir::new("conformance");
     let everything = Everything::start(&interop).await;
-    let seawall = Seawall::start(&config_yaml(
-        &[Upstream::http("everything", &everything.url)],
-        "",
-    ))
-    .await;
+    let seawall = Seawall::start(&config_yaml(&[Upstream::http("everything", &everything.url)], "")).await;
 
     let direct = run_conformance(&interop, "direct", &everything.url, &dir.join("direct")).await;
-    let through = run_conformance(
-        &interop,
-        "through seawall",
-        &seawall.upstream_url("everything"),
-        &dir.join("seawall"),
-    )
-    .await;
+    let through =
+        run_conformance(&interop, "through seawall", &seawall.upstream_url("everything"), &dir.join("seawall")).await;
 
     let (lost, gained) = compare(&direct, &through);
-    println!(
-        "conformance direct: {}; through seawall: {}",
-        tally(&direct),
-        tally(&through)
-    );
+    println!("conformance direct: {}; through seawall: {}", tally(&direct), tally(&through));
     // Also on stderr, so `bash tests/run -- --nocapture` shows the tallies of a passing run.
-    eprintln!(
-        "conformance direct: {}; through seawall: {}",
-        tally(&direct),
-        tally(&through)
-    );
+    eprintln!("conformance direct: {}; through seawall: {}", tally(&direct), tally(&through));
     if !gained.is_empty() {
         println!("passing only through seawall:\n{}", gained.join("\n"));
     }
@@ -131,11 +101,7 @@ async fn conformance_baseline_is_stable() {
     let first = run_conformance(&interop, "direct #1", &everything.url, &dir.join("one")).await;
     let second = run_conformance(&interop, "direct #2", &everything.url, &dir.join("two")).await;
     let (lost, gained) = compare(&first, &second);
-    println!(
-        "conformance direct #1: {}; direct #2: {}",
-        tally(&first),
-        tally(&second)
-    );
+    println!("conformance direct #1: {}; direct #2: {}", tally(&first), tally(&second));
     assert!(
         lost.is_empty() && gained.is_empty(),
         "conformance checks flap directly against server-everything:\n{}\n{}",
@@ -162,18 +128,14 @@ async fn conformance_baseline_is_stable() {
 
 /// Checks that pass in `base` but not in `other` (lost), and the reverse (gained).
 fn compare(base: &[ConformanceCheck], other: &[ConformanceCheck]) -> (Vec<String>, Vec<String>) {
-    let other_by_key: BTreeMap<String, &ConformanceCheck> =
-        other.iter().map(|c| (c.key(), c)).collect();
+    let other_by_key: BTreeMap<String, &ConformanceCheck> = other.iter().map(|c| (c.key(), c)).collect();
     let mut lost = Vec::new();
     let mut gained = Vec::new();
     for b in base {
         match other_by_key.get(&b.key()) {
-            Some(o) if b.passed() && !o.passed() => lost.push(format!(
-                "  {}: {}: {}",
-                b.key(),
-                o.status,
-                o.error.as_deref().unwrap_or("(no message)")
-            )),
+            Some(o) if b.passed() && !o.passed() => {
+                lost.push(format!("  {}: {}: {}", b.key(), o.status, o.error.as_deref().unwrap_or("(no message)")))
+            }
             None if b.passed() => lost.push(format!("  {}: missing", b.key())),
             Some(o) if !b.passed() && o.passed() => gained.push(format!("  {}", b.key())),
             _ => {}

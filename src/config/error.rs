@@ -18,10 +18,7 @@ pub struct ConfigIssue {
 impl ConfigIssue {
     /// Renders the issue as `ORIGIN:LINE: FIELD: message`, leaving out missing parts.
     pub fn display<'a>(&'a self, origin: &'a str) -> impl fmt::Display + 'a {
-        DisplayIssue {
-            origin,
-            issue: self,
-        }
+        DisplayIssue { origin, issue: self }
     }
 
     /// Converts a yaml_serde syntax or type error. Its message starts with the path
@@ -37,11 +34,7 @@ impl ConfigIssue {
             }
         }
         let (field, message) = split_path(&text);
-        ConfigIssue {
-            line: location.map(|l| l.line()),
-            field: field.to_owned(),
-            message: message.to_owned(),
-        }
+        ConfigIssue { line: location.map(|l| l.line()), field: field.to_owned(), message: message.to_owned() }
     }
 }
 
@@ -50,10 +43,7 @@ impl ConfigIssue {
 fn split_path(text: &str) -> (&str, &str) {
     match text.split_once(": ") {
         Some((path, message))
-            if !path.is_empty()
-                && !path
-                    .chars()
-                    .any(|c| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | ',')) =>
+            if !path.is_empty() && !path.chars().any(|c| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | ',')) =>
         {
             (path, message)
         }

@@ -10,17 +10,11 @@ use super::validate::Problem;
 
 /// Expands every `env` and `headers` value of every upstream in place, looking
 /// variables up with `lookup`; returns one problem per value that cannot be expanded.
-pub(crate) fn expand_config(
-    config: &mut Config,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Vec<Problem> {
+pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (i, upstream) in config.upstreams.iter_mut().enumerate() {
         let at = FieldPath::root().key("upstreams").index(i);
-        for (table, values) in [
-            ("env", &mut upstream.env),
-            ("headers", &mut upstream.headers),
-        ] {
+        for (table, values) in [("env", &mut upstream.env), ("headers", &mut upstream.headers)] {
             for (key, value) in values.iter_mut() {
                 match expand(value, lookup) {
                     Ok(expanded) => *value = expanded,
@@ -33,10 +27,7 @@ pub(crate) fn expand_config(
 }
 
 /// Expands one value; the error names the variable or says what is malformed.
-pub(crate) fn expand(
-    value: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+pub(crate) fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(at) = rest.find('$') {
@@ -69,8 +60,6 @@ pub(crate) fn expand(
 
 fn is_var_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

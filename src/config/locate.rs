@@ -104,11 +104,7 @@ impl<'de> DeserializeSeed<'de> for Walk<'_> {
 impl Walk<'_> {
     /// Reached a scalar: it is the target only if the path is used up.
     fn scalar<E: de::Error>(self) -> Result<(), E> {
-        if self.segments.is_empty() {
-            Err(E::custom(FOUND))
-        } else {
-            Err(E::custom("not found"))
-        }
+        if self.segments.is_empty() { Err(E::custom(FOUND)) } else { Err(E::custom("not found")) }
     }
 }
 
@@ -123,10 +119,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
         let Some((Segment::Key(want), rest)) = self.segments.split_first() else {
             return self.scalar();
         };
-        let seed = KeySeed {
-            want,
-            is_target: rest.is_empty(),
-        };
+        let seed = KeySeed { want, is_target: rest.is_empty() };
         while let Some(matched) = map.next_key_seed(seed)? {
             if matched {
                 return map.next_value_seed(Walk { segments: rest });

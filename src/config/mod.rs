@@ -12,6 +12,7 @@
 mod error;
 mod expand;
 mod locate;
+mod resilience;
 mod types;
 mod validate;
 
@@ -21,9 +22,12 @@ mod tests;
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigIssue};
+pub use resilience::{
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+};
 pub use types::{
-    Config, Defaults, LimitsConfig, RestartConfig, SecurityConfig, SessionConfig, StdioShare,
-    TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
+    Config, Defaults, LimitsConfig, RestartConfig, SecurityConfig, SessionConfig, StdioShare, TimeoutOverrides,
+    Timeouts, UpstreamConfig, UpstreamKind,
 };
 
 use validate::Problem;
@@ -33,10 +37,8 @@ impl Config {
     /// values from the process environment. Errors name `path` as given.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            origin: origin.clone(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
         Config::parse(&text, &origin)
     }
 
@@ -53,15 +55,12 @@ impl Config {
         origin: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut config: Config =
-            yaml_serde::from_str(text).map_err(|err| ConfigError::Invalid {
-                origin: origin.to_owned(),
-                issues: vec![ConfigIssue::from_yaml(&err)],
-            })?;
+        let mut config: Config = yaml_serde::from_str(text).map_err(|err| ConfigError::Invalid {
+            origin: origin.to_owned(),
+            issues: vec![ConfigIssue::from_yaml(&err)],
+        })?;
         let mut problems = expand::expand_config(&mut config, lookup);
-        problems.extend(validate::validate(&config, &|path| {
-            locate::is_written(text, path)
-        }));
+        problems.extend(validate::validate(&config, &|path| locate::is_written(text, path)));
         if problems.is_empty() {
             return Ok(config);
         }
@@ -73,10 +72,7 @@ impl Config {
             })
             .collect();
         issues.sort_by_key(|issue| issue.line);
-        Err(ConfigError::Invalid {
-            origin: origin.to_owned(),
-            issues,
-        })
+        Err(ConfigError::Invalid { origin: origin.to_owned(), issues })
     }
 
     /// Checks a configuration built in code (no `${VAR}` expansion). Issues carry field
@@ -94,9 +90,5 @@ impl Config {
 }
 
 fn issue(problem: Problem, line: Option<usize>) -> ConfigIssue {
-    ConfigIssue {
-        line,
-        field: problem.path.to_string(),
-        message: problem.message,
-    }
+    ConfigIssue { line, field: problem.path.to_string(), message: problem.message }
 }

@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::resilience::{
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+};
+
 /// The whole gateway configuration (the top level of the YAML file).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -72,10 +76,7 @@ pub struct SessionConfig {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig {
-            idle_timeout: Duration::from_secs(30 * 60),
-            max_sessions: 10_000,
-        }
+        SessionConfig { idle_timeout: Duration::from_secs(30 * 60), max_sessions: 10_000 }
     }
 }
 
@@ -91,6 +92,9 @@ pub struct LimitsConfig {
     /// Most requests one client session may have outstanding at once (count).
     /// Default `256`.
     pub max_in_flight_per_session: usize,
+    /// Most requests the whole gateway handles at once; beyond it requests are refused
+    /// as overloaded (count). Default `4096`.
+    pub max_in_flight: usize,
 }
 
 impl Default for LimitsConfig {
@@ -99,6 +103,7 @@ impl Default for LimitsConfig {
             max_body_bytes: 4 * 1024 * 1024,
             max_message_bytes: 16 * 1024 * 1024,
             max_in_flight_per_session: 256,
+            max_in_flight: 4096,
         }
     }
 }
@@ -123,6 +128,12 @@ pub struct SecurityConfig {
 pub struct Defaults {
     /// Timeouts per method class.
     pub timeouts: Timeouts,
+    /// Retries of idempotent requests.
+    pub retry: RetryConfig,
+    /// Circuit breakers per upstream and per tool.
+    pub breaker: BreakerConfig,
+    /// Load shedding per upstream.
+    pub concurrency: ConcurrencyConfig,
 }
 
 /// Timeouts for talking to an upstream.
@@ -136,9 +147,17 @@ pub struct Timeouts {
     /// Any request other than `tools/call` (duration). Default `15s`.
     #[serde(with = "humantime_serde")]
     pub request: Duration,
-    /// `tools/call` (duration). Default `60s`.
+    /// `tools/call` when the tool sends no progress (duration). Default `60s`.
     #[serde(with = "humantime_serde")]
     pub tool_call: Duration,
+    /// `tools/call`: an attempt that hears nothing from the upstream for this long is
+    /// abandoned; each progress notification resets it and extends the call's deadline to
+    /// at least now + `tool_idle` (duration). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub tool_idle: Duration,
+    /// `tools/call`: hard cap however much progress arrives (duration). Default `300s`.
+    #[serde(with = "humantime_serde")]
+    pub tool_max: Duration,
 }
 
 impl Default for Timeouts {
@@ -147,6 +166,8 @@ impl Default for Timeouts {
             connect: Duration::from_secs(5),
             request: Duration::from_secs(15),
             tool_call: Duration::from_secs(60),
+            tool_idle: Duration::from_secs(30),
+            tool_max: Duration::from_secs(300),
         }
     }
 }
@@ -164,6 +185,12 @@ pub struct TimeoutOverrides {
     /// Overrides `defaults.timeouts.tool_call` (duration). Default: not overridden.
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<Duration>,
+    /// Overrides `defaults.timeouts.tool_idle` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub tool_idle: Option<Duration>,
+    /// Overrides `defaults.timeouts.tool_max` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub tool_max: Option<Duration>,
 }
 
 /// How client sessions share a stdio upstream process.
@@ -193,10 +220,7 @@ pub struct RestartConfig {
 
 impl Default for RestartConfig {
     fn default() -> Self {
-        RestartConfig {
-            base_delay: Duration::from_millis(250),
-            max_delay: Duration::from_secs(30),
-        }
+        RestartConfig { base_delay: Duration::from_millis(250), max_delay: Duration::from_secs(30) }
     }
 }
 
@@ -242,9 +266,30 @@ pub struct UpstreamConfig {
     /// use `${VAR}`. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// HTTP: further replicas of the same server; requests are balanced across `url` and
+    /// these, a retry goes to another one, and one that keeps failing is ejected for a
+    /// while. Default `[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
     /// Per-upstream override of `defaults.timeouts`. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<TimeoutOverrides>,
+    /// Per-upstream override of `defaults.retry`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryOverrides>,
+    /// Per-upstream override of `defaults.breaker`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerOverrides>,
+    /// Per-upstream override of `defaults.concurrency`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyOverrides>,
+    /// Believe this upstream's tool annotations: tools it marks `readOnlyHint` or
+    /// `idempotentHint` are retried like idempotent ones. Default `false`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trust_annotations: bool,
+    /// Per-tool settings, by the tool's name on the upstream. Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolConfig>,
 }
 
 fn default_shutdown_grace() -> Duration {
@@ -276,7 +321,13 @@ impl Default for UpstreamConfig {
             shutdown_grace: default_shutdown_grace(),
             url: None,
             headers: BTreeMap::new(),
+            endpoints: Vec::new(),
             timeouts: None,
+            retry: None,
+            breaker: None,
+            concurrency: None,
+            trust_annotations: false,
+            tools: BTreeMap::new(),
         }
     }
 }
@@ -312,10 +363,7 @@ impl UpstreamConfig {
     /// stdio command.
     pub fn kind(&self) -> UpstreamKind<'_> {
         match (&self.command, &self.url) {
-            (None, Some(url)) => UpstreamKind::Http {
-                url,
-                headers: &self.headers,
-            },
+            (None, Some(url)) => UpstreamKind::Http { url, headers: &self.headers },
             (command, _) => UpstreamKind::Stdio {
                 command: command.as_deref().unwrap_or_default(),
                 args: &self.args,
@@ -333,7 +381,24 @@ impl UpstreamConfig {
             connect: o.connect.unwrap_or(defaults.connect),
             request: o.request.unwrap_or(defaults.request),
             tool_call: o.tool_call.unwrap_or(defaults.tool_call),
+            tool_idle: o.tool_idle.unwrap_or(defaults.tool_idle),
+            tool_max: o.tool_max.unwrap_or(defaults.tool_max),
         }
+    }
+
+    /// Retry settings: the defaults with this upstream's overrides.
+    pub fn retry(&self, defaults: &RetryConfig) -> RetryConfig {
+        self.retry.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// Breaker settings: the defaults with this upstream's overrides.
+    pub fn breaker(&self, defaults: &BreakerConfig) -> BreakerConfig {
+        self.breaker.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// Concurrency settings: the defaults with this upstream's overrides.
+    pub fn concurrency(&self, defaults: &ConcurrencyConfig) -> ConcurrencyConfig {
+        self.concurrency.map_or(*defaults, |o| o.apply(defaults))
     }
 }
 
@@ -357,8 +422,7 @@ mod socket_addr {
         }
 
         fn visit_str<E: Error>(self, text: &str) -> Result<SocketAddr, E> {
-            text.parse()
-                .map_err(|_| E::custom(format_args!("invalid socket address {text:?}")))
+            text.parse().map_err(|_| E::custom(format_args!("invalid socket address {text:?}")))
         }
     }
 
@@ -388,9 +452,7 @@ mod socket_addr {
         d.deserialize_str(Addr)
     }
 
-    pub(super) fn optional<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<SocketAddr>, D::Error> {
+    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
         d.deserialize_option(MaybeAddr)
     }
 }

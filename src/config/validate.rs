@@ -21,10 +21,7 @@ pub(crate) struct Problem {
 
 impl Problem {
     pub(crate) fn new(path: FieldPath, message: impl Into<String>) -> Self {
-        Problem {
-            path,
-            message: message.into(),
-        }
+        Problem { path, message: message.into() }
     }
 }
 
@@ -60,25 +57,14 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
 
 fn check_limits(config: &Config, out: &mut Vec<Problem>) {
     let session = FieldPath::root().key("session");
-    positive(
-        &session.key("idle_timeout"),
-        config.session.idle_timeout,
-        out,
-    );
-    nonzero(
-        &session.key("max_sessions"),
-        config.session.max_sessions,
-        out,
-    );
+    positive(&session.key("idle_timeout"), config.session.idle_timeout, out);
+    nonzero(&session.key("max_sessions"), config.session.max_sessions, out);
     let at = FieldPath::root().key("limits");
     let limits = &config.limits;
     for (field, value) in [
         ("max_body_bytes", limits.max_body_bytes),
         ("max_message_bytes", limits.max_message_bytes),
-        (
-            "max_in_flight_per_session",
-            limits.max_in_flight_per_session,
-        ),
+        ("max_in_flight_per_session", limits.max_in_flight_per_session),
     ] {
         nonzero(&at.key(field), value, out);
     }
@@ -107,10 +93,7 @@ fn check_upstreams(
 ) {
     let list = FieldPath::root().key("upstreams");
     if upstreams.is_empty() {
-        out.push(Problem::new(
-            list.clone(),
-            "at least one upstream is required",
-        ));
+        out.push(Problem::new(list.clone(), "at least one upstream is required"));
     }
     let mut first_use: HashMap<&str, usize> = HashMap::new();
     for (i, upstream) in upstreams.iter().enumerate() {
@@ -119,9 +102,7 @@ fn check_upstreams(
         let why = if let Err(why) = check_name(name) {
             Some(why)
         } else if let Some(first) = first_use.get(name.as_str()) {
-            Some(format!(
-                "duplicate upstream name {name:?} (also upstreams[{first}])"
-            ))
+            Some(format!("duplicate upstream name {name:?} (also upstreams[{first}])"))
         } else {
             separator
                 .filter(|sep| name.contains(sep))
@@ -153,9 +134,7 @@ fn check_listeners(listen: SocketAddr, admin: Option<SocketAddr>, out: &mut Vec<
     let Some(admin) = admin else { return };
     let overlap = listen.port() == admin.port()
         && listen.port() != 0
-        && (listen.ip() == admin.ip()
-            || listen.ip().is_unspecified()
-            || admin.ip().is_unspecified());
+        && (listen.ip() == admin.ip() || listen.ip().is_unspecified() || admin.ip().is_unspecified());
     if overlap {
         let why = format!("conflicts with `listen` ({listen}); use another port or `null`");
         out.push(Problem::new(FieldPath::root().key("admin_listen"), why));
@@ -169,10 +148,9 @@ fn check_upstream(
     out: &mut Vec<Problem>,
 ) {
     match (&upstream.command, &upstream.url) {
-        (None, None) => out.push(Problem::new(
-            at.clone(),
-            "needs `command` (a stdio upstream) or `url` (an HTTP upstream)",
-        )),
+        (None, None) => {
+            out.push(Problem::new(at.clone(), "needs `command` (a stdio upstream) or `url` (an HTTP upstream)"))
+        }
         (Some(_), Some(_)) => out.push(Problem::new(
             at.key("url"),
             "cannot be combined with `command`: an upstream is either stdio or HTTP",
@@ -196,11 +174,9 @@ fn check_upstream(
     }
     if let Some(overrides) = &upstream.timeouts {
         let t = at.key("timeouts");
-        for (field, value) in [
-            ("connect", overrides.connect),
-            ("request", overrides.request),
-            ("tool_call", overrides.tool_call),
-        ] {
+        for (field, value) in
+            [("connect", overrides.connect), ("request", overrides.request), ("tool_call", overrides.tool_call)]
+        {
             if let Some(value) = value {
                 positive(&t.key(field), value, out);
             }
@@ -222,17 +198,11 @@ fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
 
 fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &mut Vec<Problem>) {
     if command.is_empty() || command.contains('\0') {
-        out.push(Problem::new(
-            at.key("command"),
-            "must be a non-empty program name or path",
-        ));
+        out.push(Problem::new(at.key("command"), "must be a non-empty program name or path"));
     }
     for (i, arg) in upstream.args.iter().enumerate() {
         if arg.contains('\0') {
-            out.push(Problem::new(
-                at.key("args").index(i),
-                "must not contain a NUL byte",
-            ));
+            out.push(Problem::new(at.key("args").index(i), "must not contain a NUL byte"));
         }
     }
     for (key, value) in &upstream.env {
@@ -241,11 +211,7 @@ fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &m
             out.push(Problem::new(at.key("env").key(key), why));
         }
     }
-    if upstream
-        .cwd
-        .as_ref()
-        .is_some_and(|cwd| cwd.as_os_str().is_empty())
-    {
+    if upstream.cwd.as_ref().is_some_and(|cwd| cwd.as_os_str().is_empty()) {
         out.push(Problem::new(at.key("cwd"), "must not be empty"));
     }
     let restart = at.key("restart");
@@ -264,14 +230,10 @@ fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &m
 
 fn check_http(at: &FieldPath, upstream: &UpstreamConfig, url: &str, out: &mut Vec<Problem>) {
     let ok = url.parse::<Uri>().is_ok_and(|uri| {
-        matches!(uri.scheme_str(), Some("http" | "https"))
-            && uri.host().is_some_and(|host| !host.is_empty())
+        matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|host| !host.is_empty())
     });
     if !ok {
-        out.push(Problem::new(
-            at.key("url"),
-            format!("not an http(s) URL: {url:?}"),
-        ));
+        out.push(Problem::new(at.key("url"), format!("not an http(s) URL: {url:?}")));
     }
     for (name, value) in &upstream.headers {
         let path = at.key("headers").key(name);
@@ -298,17 +260,9 @@ fn check_timeouts(at: &FieldPath, timeouts: &Timeouts, out: &mut Vec<Problem>) {
 
 /// `[A-Za-z0-9_-]{1,64}`.
 fn check_name(name: &str) -> Result<(), String> {
-    let valid = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid name {name:?}: use 1 to 64 of A-Z a-z 0-9 _ -"
-        ))
-    }
+    let valid =
+        (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid { Ok(()) } else { Err(format!("invalid name {name:?}: use 1 to 64 of A-Z a-z 0-9 _ -")) }
 }
 
 /// `*` or a full origin `scheme://host[:port]` with no path (browsers send no path,
@@ -320,28 +274,13 @@ fn check_origin(origin: &str) -> Result<(), String> {
     let valid = origin.split_once("://").is_some_and(|(scheme, authority)| {
         scheme.parse::<http::uri::Scheme>().is_ok() && check_host(authority).is_ok()
     });
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "not an origin: {origin:?} (want `*` or scheme://host[:port], no path)"
-        ))
-    }
+    if valid { Ok(()) } else { Err(format!("not an origin: {origin:?} (want `*` or scheme://host[:port], no path)")) }
 }
 
 /// A host name or IP, optionally with `:port`.
 fn check_host(host: &str) -> Result<(), String> {
-    let valid = !host.contains(['@', '/', '?', '#'])
-        && host
-            .parse::<Authority>()
-            .is_ok_and(|a| !a.host().is_empty());
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "not a host name: {host:?} (want host or host:port)"
-        ))
-    }
+    let valid = !host.contains(['@', '/', '?', '#']) && host.parse::<Authority>().is_ok_and(|a| !a.host().is_empty());
+    if valid { Ok(()) } else { Err(format!("not a host name: {host:?} (want host or host:port)")) }
 }
 
 fn positive(path: &FieldPath, value: Duration, out: &mut Vec<Problem>) {

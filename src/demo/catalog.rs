@@ -12,8 +12,7 @@ pub const README_URI: &str = "demo://readme";
 /// The binary resource.
 pub const BINARY_URI: &str = "demo://binary";
 
-const README_TEXT: &str =
-    "seawall demo upstream: a built-in MCP server for exercising the gateway.\n";
+const README_TEXT: &str = "seawall demo upstream: a built-in MCP server for exercising the gateway.\n";
 const BINARY_BYTES: &[u8] = &[0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03];
 const ECHO_PREFIX: &str = "demo://echo/";
 const ECHO_TEMPLATE: &str = "demo://echo/{text}";
@@ -41,16 +40,13 @@ pub fn list_templates() -> Value {
 pub(crate) fn read_resource(server: &DemoServer, params: &Value) -> Handled {
     let params = params_object(params)?;
     let uri = required_str(&params, "uri")?;
-    let text =
-        |text: &str| json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]});
+    let text = |text: &str| json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]});
     if uri == README_URI {
         return Ok(text(README_TEXT));
     }
     if uri == BINARY_URI {
         let blob = base64::engine::general_purpose::STANDARD.encode(BINARY_BYTES);
-        return Ok(
-            json!({"contents": [{"uri": uri, "mimeType": "application/octet-stream", "blob": blob}]}),
-        );
+        return Ok(json!({"contents": [{"uri": uri, "mimeType": "application/octet-stream", "blob": blob}]}));
     }
     if let Some(encoded) = uri.strip_prefix(ECHO_PREFIX) {
         return Ok(text(&percent_decode(encoded)));
@@ -66,11 +62,7 @@ pub(crate) fn read_resource(server: &DemoServer, params: &Value) -> Handled {
         }
         return Ok(text("ok"));
     }
-    Err(
-        RpcError::new(code::RESOURCE_NOT_FOUND, "Resource not found")
-            .with_data(json!({"uri": uri}))
-            .into(),
-    )
+    Err(RpcError::new(code::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": uri})).into())
 }
 
 /// Decode `%XX` escapes; malformed escapes stay as they are, invalid UTF-8 is replaced.
@@ -128,10 +120,8 @@ pub fn get_prompt(params: &Value) -> Result<Value, RpcError> {
 /// `completion/complete` for the `greet` prompt and the echo template.
 pub fn complete(params: &Value) -> Result<Value, RpcError> {
     let params = params_object(params)?;
-    let reference = params
-        .get("ref")
-        .and_then(Value::as_object)
-        .ok_or_else(|| RpcError::invalid_params("missing `ref`"))?;
+    let reference =
+        params.get("ref").and_then(Value::as_object).ok_or_else(|| RpcError::invalid_params("missing `ref`"))?;
     let argument = params
         .get("argument")
         .and_then(Value::as_object)
@@ -148,21 +138,13 @@ pub fn complete(params: &Value) -> Result<Value, RpcError> {
             ECHO_TEMPLATE if arg_name == "text" => ECHO_WORDS,
             ECHO_TEMPLATE => &[],
             other => {
-                return Err(RpcError::invalid_params(format!(
-                    "Unknown resource: {other}"
-                )));
+                return Err(RpcError::invalid_params(format!("Unknown resource: {other}")));
             }
         },
         other => {
-            return Err(RpcError::invalid_params(format!(
-                "Unknown ref type: {other}"
-            )));
+            return Err(RpcError::invalid_params(format!("Unknown ref type: {other}")));
         }
     };
-    let values: Vec<&str> = candidates
-        .iter()
-        .copied()
-        .filter(|v| v.starts_with(prefix))
-        .collect();
+    let values: Vec<&str> = candidates.iter().copied().filter(|v| v.starts_with(prefix)).collect();
     Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
 }

@@ -37,9 +37,7 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Bind `addr`, print `listening on http://IP:PORT/mcp` on stdout, serve forever.
 pub async fn serve(server: DemoServer, addr: &str) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     {
         let mut stdout = std::io::stdout().lock();
@@ -54,22 +52,15 @@ pub async fn serve(server: DemoServer, addr: &str) -> anyhow::Result<()> {
 /// The address to print: a wildcard bind is reachable on loopback.
 fn shown_addr(local: SocketAddr) -> SocketAddr {
     match local.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), local.port())
-        }
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), local.port()),
         _ => local,
     }
 }
 
 /// The demo server's routes, ready to serve.
 pub fn router(server: DemoServer) -> Router {
-    let state = Arc::new(HttpState {
-        server,
-        sessions: Mutex::new(HashMap::new()),
-    });
+    let state = Arc::new(HttpState { server, sessions: Mutex::new(HashMap::new()) });
     Router::new()
         .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
         .route("/admin/drop-sessions", post(drop_sessions))
@@ -87,9 +78,7 @@ type Shared = Arc<HttpState>;
 
 impl HttpState {
     fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.sessions.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     fn create_session(&self) -> Arc<Session> {
@@ -110,10 +99,7 @@ impl HttpState {
     /// The session named by the request headers.
     fn session(&self, headers: &HeaderMap) -> Result<Arc<Session>, SessionError> {
         let name = headers.get(SESSION_HEADER).ok_or(SessionError::Missing)?;
-        name.to_str()
-            .ok()
-            .and_then(|name| self.sessions().get(name).cloned())
-            .ok_or(SessionError::Unknown)
+        name.to_str().ok().and_then(|name| self.sessions().get(name).cloned()).ok_or(SessionError::Unknown)
     }
 }
 
@@ -130,35 +116,21 @@ impl SessionError {
     /// The HTTP answer, with a JSON-RPC error body for request `id`.
     fn response(self, id: &Value) -> Response {
         let (status, err) = match self {
-            Self::Missing => (
-                StatusCode::BAD_REQUEST,
-                RpcError::new(code::INVALID_REQUEST, "Missing Mcp-Session-Id header"),
-            ),
-            Self::Unknown => (
-                StatusCode::NOT_FOUND,
-                RpcError::new(code::SESSION_NOT_FOUND, "Session not found"),
-            ),
+            Self::Missing => {
+                (StatusCode::BAD_REQUEST, RpcError::new(code::INVALID_REQUEST, "Missing Mcp-Session-Id header"))
+            }
+            Self::Unknown => (StatusCode::NOT_FOUND, RpcError::new(code::SESSION_NOT_FOUND, "Session not found")),
         };
         json_response(status, &err.response(id))
     }
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 fn unavailable() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "0")],
-        "upstream temporarily unavailable",
-    )
-        .into_response()
+    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "0")], "upstream temporarily unavailable").into_response()
 }
 
 async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
@@ -170,8 +142,7 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
         }
     };
     let request_id = msg.get("id").cloned().unwrap_or(Value::Null);
-    let initialize =
-        msg.get("method").and_then(Value::as_str) == Some("initialize") && !request_id.is_null();
+    let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize") && !request_id.is_null();
     let session = if initialize {
         state.create_session()
     } else {
@@ -186,9 +157,7 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
         (out, Some(rx))
     } else {
         // Nothing should be tied to a JSON answer; stray messages go to the GET stream.
-        let out = session
-            .standalone()
-            .unwrap_or_else(|| Outbound::channel().0);
+        let out = session.standalone().unwrap_or_else(|| Outbound::channel().0);
         (out, None)
     };
     let pending = match state.server.accept(&session, msg, out) {
@@ -226,10 +195,7 @@ enum Frame {
 
 /// Answer a request as SSE: its related messages, then its response. If the
 /// very first thing is a transient failure, the whole POST becomes a 503.
-async fn stream_reply(
-    pending: PendingReply,
-    mut messages: mpsc::UnboundedReceiver<Value>,
-) -> Response {
+async fn stream_reply(pending: PendingReply, mut messages: mpsc::UnboundedReceiver<Value>) -> Response {
     let id = pending.id().clone();
     let (frames, mut frames_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -270,22 +236,15 @@ async fn stream_reply(
 }
 
 fn sse(messages: impl Stream<Item = Value> + Send + 'static) -> Response {
-    let events = messages
-        .map(|msg| Ok::<_, Infallible>(Event::default().event("message").data(msg.to_string())));
+    let events = messages.map(|msg| Ok::<_, Infallible>(Event::default().event("message").data(msg.to_string())));
     Sse::new(events).into_response()
 }
 
 async fn get_mcp(State(state): State<Shared>, headers: HeaderMap) -> Response {
-    let accepts_sse = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/event-stream"));
+    let accepts_sse =
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     if !accepts_sse {
-        return (
-            StatusCode::NOT_ACCEPTABLE,
-            "GET /mcp needs Accept: text/event-stream",
-        )
-            .into_response();
+        return (StatusCode::NOT_ACCEPTABLE, "GET /mcp needs Accept: text/event-stream").into_response();
     }
     let session = match state.session(&headers) {
         Ok(session) => session,

@@ -73,20 +73,15 @@ pub struct DemoArgs {
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
     let value: f64 = text.parse().map_err(|err| format!("{err}"))?;
-    if (0.0..=1.0).contains(&value) {
-        Ok(value)
-    } else {
-        Err(format!("{value} is not between 0 and 1"))
-    }
+    if (0.0..=1.0).contains(&value) { Ok(value) } else { Err(format!("{value} is not between 0 and 1")) }
 }
 
 /// Run the demo server until stdin closes (`--stdio`) or forever (`--listen`).
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let recorder = match &args.record {
-        Some(path) => Some(
-            record::Recorder::open(path)
-                .with_context(|| format!("cannot open record file {}", path.display()))?,
-        ),
+        Some(path) => {
+            Some(record::Recorder::open(path).with_context(|| format!("cannot open record file {}", path.display()))?)
+        }
         None => None,
     };
     let config = DemoConfig {

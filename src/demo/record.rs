@@ -20,9 +20,7 @@ impl Recorder {
     /// Open (creating if needed) `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(Self {
-            file: Mutex::new(file),
-        })
+        Ok(Self { file: Mutex::new(file) })
     }
 
     /// Append `event` as one line and flush. Write errors are logged, never fatal:
@@ -30,10 +28,7 @@ impl Recorder {
     pub fn write(&self, event: &Value) {
         let mut line = event.to_string();
         line.push('\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut file = self.file.lock().unwrap_or_else(|poison| poison.into_inner());
         if let Err(err) = file.write_all(line.as_bytes()).and_then(|()| file.flush()) {
             tracing::warn!(error = %err, "demo: cannot write record file");
         }
@@ -55,10 +50,7 @@ struct Counts {
 
 impl Stats {
     fn with<R>(&self, f: impl FnOnce(&mut Counts) -> R) -> R {
-        let mut counts = self
-            .inner
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut counts = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
         f(&mut counts)
     }
 

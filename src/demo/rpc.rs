@@ -35,11 +35,7 @@ pub struct RpcError {
 impl RpcError {
     /// An error without `data`.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        Self { code, message: message.into(), data: None }
     }
 
     /// Attach `data` to the error.
@@ -147,31 +143,20 @@ impl Incoming {
             return Self::invalid(Value::Null, "not a request, notification or response");
         };
         if let Some(result) = obj.remove("result") {
-            return Self::Response {
-                id,
-                outcome: Ok(result),
-            };
+            return Self::Response { id, outcome: Ok(result) };
         }
         if let Some(error) = obj.remove("error") {
             let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("error without message");
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("error without message");
             let mut err = RpcError::new(code, message);
             err.data = error.get("data").cloned();
-            return Self::Response {
-                id,
-                outcome: Err(err),
-            };
+            return Self::Response { id, outcome: Err(err) };
         }
         Self::invalid(id, "response without result or error")
     }
 
     fn invalid(id: Value, why: &str) -> Self {
-        Self::Invalid(
-            RpcError::new(code::INVALID_REQUEST, format!("Invalid request: {why}")).response(&id),
-        )
+        Self::Invalid(RpcError::new(code::INVALID_REQUEST, format!("Invalid request: {why}")).response(&id))
     }
 }
 
@@ -205,16 +190,11 @@ pub fn required_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a 
 }
 
 /// An optional string field; present but not a string is an error.
-pub fn optional_str<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<Option<&'a str>, RpcError> {
+pub fn optional_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, RpcError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "`{field}` must be a string"
-        ))),
+        Some(_) => Err(RpcError::invalid_params(format!("`{field}` must be a string"))),
     }
 }
 
@@ -222,9 +202,10 @@ pub fn optional_str<'a>(
 pub fn optional_u64(obj: &Map<String, Value>, field: &str) -> Result<Option<u64>, RpcError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-            RpcError::invalid_params(format!("`{field}` must be a non-negative integer"))
-        }),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| RpcError::invalid_params(format!("`{field}` must be a non-negative integer"))),
     }
 }
 
@@ -233,8 +214,6 @@ pub fn optional_bool(obj: &Map<String, Value>, field: &str) -> Result<Option<boo
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "`{field}` must be a boolean"
-        ))),
+        Some(_) => Err(RpcError::invalid_params(format!("`{field}` must be a boolean"))),
     }
 }

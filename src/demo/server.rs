@@ -128,9 +128,7 @@ impl PendingReply {
             Err(err) if err.is_cancelled() => None,
             Err(err) => {
                 tracing::error!(error = %err, "demo: request handler panicked");
-                Some(Outcome::Reply(
-                    RpcError::internal("request handler failed").response(&self.id),
-                ))
+                Some(Outcome::Reply(RpcError::internal("request handler failed").response(&self.id)))
             }
         }
     }
@@ -206,11 +204,7 @@ impl DemoServer {
 
     /// One `flaky` call for `key`: `Ok(failures so far)` to succeed, `Err(())` to fail.
     pub(crate) fn flaky_attempt(&self, key: &str, fail_first: u64, rate: f64) -> Result<u64, ()> {
-        let mut map = self
-            .inner
-            .flaky_tool
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut map = self.inner.flaky_tool.lock().unwrap_or_else(|poison| poison.into_inner());
         let (calls, failures) = map.entry(key.to_owned()).or_default();
         let fail = *calls < fail_first || (rate > 0.0 && rand::random::<f64>() < rate);
         *calls += 1;
@@ -224,11 +218,7 @@ impl DemoServer {
 
     /// One read of `demo://flaky/{key}/{n}`: true if it must fail.
     pub(crate) fn flaky_resource_fails(&self, key: &str, n: u64) -> bool {
-        let mut map = self
-            .inner
-            .flaky_resource
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut map = self.inner.flaky_resource.lock().unwrap_or_else(|poison| poison.into_inner());
         let reads = map.entry(key.to_owned()).or_default();
         *reads += 1;
         *reads <= n
@@ -239,35 +229,24 @@ impl DemoServer {
     pub fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
         match Incoming::classify(msg) {
             Incoming::Request { id, method, params } => {
-                self.record(
-                    session,
-                    json!({"event": "request", "method": method, "id": id}),
-                );
+                self.record(session, json!({"event": "request", "method": method, "id": id}));
                 self.inner.stats.request(&method);
                 if method == "initialize" {
                     // Answered inline, so the client's capabilities are known before
                     // the next message is read; never cancellable.
                     let handled = self.initialize(session, &params).map_err(Failure::from);
                     let outcome = self.finish(session, &id, handled);
-                    return Accepted::Request(PendingReply {
-                        id,
-                        state: ReplyState::Ready(outcome),
-                    });
+                    return Accepted::Request(PendingReply { id, state: ReplyState::Ready(outcome) });
                 }
                 let server = self.clone();
                 let task_session = Arc::clone(session);
                 let task_id = id.clone();
                 let task = async move {
-                    let handled = server
-                        .handle(&task_session, &task_id, &method, params, out)
-                        .await;
+                    let handled = server.handle(&task_session, &task_id, &method, params, out).await;
                     server.finish(&task_session, &task_id, handled)
                 };
                 let handle = session.spawn_cancellable(&id, task);
-                Accepted::Request(PendingReply {
-                    id,
-                    state: ReplyState::Running(handle),
-                })
+                Accepted::Request(PendingReply { id, state: ReplyState::Running(handle) })
             }
             Incoming::Notification { method, params } => {
                 self.notification(session, &method, &params);
@@ -287,12 +266,8 @@ impl DemoServer {
         match handled {
             Ok(result) => Outcome::Reply(rpc::result_response(id, result)),
             Err(Failure::Rpc(err)) => Outcome::Reply(err.response(id)),
-            Err(Failure::Unavailable) if session.transport() == Transport::Http => {
-                Outcome::Unavailable
-            }
-            Err(Failure::Unavailable) => {
-                Outcome::Reply(RpcError::internal("transient failure").response(id))
-            }
+            Err(Failure::Unavailable) if session.transport() == Transport::Http => Outcome::Unavailable,
+            Err(Failure::Unavailable) => Outcome::Reply(RpcError::internal("transient failure").response(id)),
         }
     }
 
@@ -303,24 +278,14 @@ impl DemoServer {
         }
         let request_id = params.get("requestId").cloned().unwrap_or(Value::Null);
         let reason = params.get("reason").cloned().unwrap_or(Value::Null);
-        self.record(
-            session,
-            json!({"event": "cancelled", "requestId": request_id, "reason": reason}),
-        );
+        self.record(session, json!({"event": "cancelled", "requestId": request_id, "reason": reason}));
         self.inner.stats.cancelled();
         if session.cancel(&request_id) {
             tracing::debug!(%request_id, "demo: request cancelled");
         }
     }
 
-    async fn handle(
-        &self,
-        session: &Arc<Session>,
-        id: &Value,
-        method: &str,
-        params: Value,
-        out: Outbound,
-    ) -> Handled {
+    async fn handle(&self, session: &Arc<Session>, id: &Value, method: &str, params: Value, out: Outbound) -> Handled {
         match method {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(tools::list(self.config().page_size, &params)?),
@@ -358,25 +323,18 @@ impl DemoServer {
             "logging/setLevel" => {
                 let params = params_object(&params)?;
                 let name = required_str(&params, "level")?;
-                let level = LogLevel::parse(name)
-                    .ok_or_else(|| RpcError::invalid_params(format!("unknown level: {name}")))?;
+                let level =
+                    LogLevel::parse(name).ok_or_else(|| RpcError::invalid_params(format!("unknown level: {name}")))?;
                 session.set_log_level(level);
                 Ok(json!({}))
             }
-            _ => Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!("Method not found: {method}"),
-            )
-            .into()),
+            _ => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("Method not found: {method}")).into()),
         }
     }
 
     fn initialize(&self, session: &Session, params: &Value) -> Result<Value, RpcError> {
         let params = params_object(params)?;
-        let requested = params
-            .get("protocolVersion")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let requested = params.get("protocolVersion").cloned().unwrap_or(Value::Null);
         let capabilities = match params.get("capabilities") {
             None | Some(Value::Null) => json!({}),
             Some(caps @ Value::Object(_)) => caps.clone(),
@@ -387,10 +345,7 @@ impl DemoServer {
             json!({"event": "initialize", "protocolVersion": requested, "capabilities": capabilities}),
         );
         session.set_client_capabilities(capabilities);
-        let version = requested
-            .as_str()
-            .filter(|v| SUPPORTED_VERSIONS.contains(v))
-            .unwrap_or(LATEST_VERSION);
+        let version = requested.as_str().filter(|v| SUPPORTED_VERSIONS.contains(v)).unwrap_or(LATEST_VERSION);
         let config = self.config();
         let mut result = json!({
             "protocolVersion": version,
@@ -414,10 +369,8 @@ impl DemoServer {
 /// progress, or it is a call that talks to the client while running.
 pub fn wants_stream(msg: &Value) -> bool {
     let params = msg.get("params");
-    let has_progress = params
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get("progressToken"))
-        .is_some_and(|t| !t.is_null());
+    let has_progress =
+        params.and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).is_some_and(|t| !t.is_null());
     if has_progress {
         return true;
     }
@@ -425,12 +378,8 @@ pub fn wants_stream(msg: &Value) -> bool {
         return false;
     }
     let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-    let message = params
-        .and_then(|p| p.get("arguments"))
-        .and_then(|a| a.get("message"))
-        .and_then(Value::as_str);
-    matches!(name, Some("sample" | "roots" | "log"))
-        || (name == Some("echo") && message == Some("touch"))
+    let message = params.and_then(|p| p.get("arguments")).and_then(|a| a.get("message")).and_then(Value::as_str);
+    matches!(name, Some("sample" | "roots" | "log")) || (name == Some("echo") && message == Some("touch"))
 }
 
 #[cfg(test)]

@@ -22,11 +22,7 @@ fn request(id: Value, method: &str, params: Value) -> Value {
 }
 
 fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
-    request(
-        json!(id),
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-    )
+    request(json!(id), "tools/call", json!({"name": name, "arguments": arguments}))
 }
 
 /// Send `msg` and wait for its response, with a sink that is thrown away.
@@ -46,30 +42,20 @@ async fn ask_with(server: &DemoServer, session: &Arc<Session>, msg: Value, out: 
 }
 
 async fn next(rx: &mut UnboundedReceiver<Value>) -> Value {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(Value::Null)
+    tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.ok().flatten().unwrap_or(Value::Null)
 }
 
 #[tokio::test]
 async fn initialize_negotiates_version_and_declares_capabilities() {
     let server = server();
     let session = stdio_session();
-    for (asked, answered) in [
-        ("2024-11-05", "2024-11-05"),
-        ("2025-06-18", "2025-06-18"),
-        ("1999-01-01", LATEST_VERSION),
-    ] {
+    for (asked, answered) in
+        [("2024-11-05", "2024-11-05"), ("2025-06-18", "2025-06-18"), ("1999-01-01", LATEST_VERSION)]
+    {
         let reply = ask(
             &server,
             &session,
-            request(
-                json!("init"),
-                "initialize",
-                json!({"protocolVersion": asked, "capabilities": {}}),
-            ),
+            request(json!("init"), "initialize", json!({"protocolVersion": asked, "capabilities": {}})),
         )
         .await;
         assert_eq!(reply["id"], "init");
@@ -86,33 +72,14 @@ async fn initialize_negotiates_version_and_declares_capabilities() {
 #[tokio::test]
 async fn tools_list_has_schemas_and_annotations() {
     let server = server();
-    let reply = ask(
-        &server,
-        &stdio_session(),
-        request(json!(1), "tools/list", json!({})),
-    )
-    .await;
-    let tools = reply["result"]["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reply = ask(&server, &stdio_session(), request(json!(1), "tools/list", json!({}))).await;
+    let tools = reply["result"]["tools"].as_array().cloned().unwrap_or_default();
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "echo", "add", "sleep", "fail", "flaky", "crash", "big", "sample", "roots", "log"
-        ]
-    );
+    assert_eq!(names, ["echo", "add", "sleep", "fail", "flaky", "crash", "big", "sample", "roots", "log"]);
     for tool in &tools {
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
-    let by_name = |name: &str| {
-        tools
-            .iter()
-            .find(|t| t["name"] == name)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let by_name = |name: &str| tools.iter().find(|t| t["name"] == name).cloned().unwrap_or_default();
     let echo = by_name("echo");
     assert_eq!(echo["annotations"]["readOnlyHint"], true);
     assert_eq!(echo["annotations"]["idempotentHint"], true);
@@ -128,10 +95,7 @@ async fn tools_list_has_schemas_and_annotations() {
 
 #[tokio::test]
 async fn tools_list_paginates_with_opaque_cursor() {
-    let config = DemoConfig {
-        page_size: 4,
-        ..DemoConfig::default()
-    };
+    let config = DemoConfig { page_size: 4, ..DemoConfig::default() };
     let server = DemoServer::new(config, None);
     let session = stdio_session();
     let mut seen = Vec::new();
@@ -142,22 +106,10 @@ async fn tools_list_paginates_with_opaque_cursor() {
             Some(c) => json!({"cursor": c}),
             None => json!({}),
         };
-        let reply = ask(
-            &server,
-            &session,
-            request(json!(page), "tools/list", params),
-        )
-        .await;
-        let tools = reply["result"]["tools"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let reply = ask(&server, &session, request(json!(page), "tools/list", params)).await;
+        let tools = reply["result"]["tools"].as_array().cloned().unwrap_or_default();
         assert!(!tools.is_empty() && tools.len() <= 4);
-        seen.extend(
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned)),
-        );
+        seen.extend(tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)));
         match reply["result"]["nextCursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
             None => break,
@@ -165,12 +117,7 @@ async fn tools_list_paginates_with_opaque_cursor() {
     }
     assert_eq!(seen.len(), 10);
     for bad in [json!("nope"), json!("999"), json!("0"), json!(3)] {
-        let reply = ask(
-            &server,
-            &session,
-            request(json!("bad"), "tools/list", json!({"cursor": bad})),
-        )
-        .await;
+        let reply = ask(&server, &session, request(json!("bad"), "tools/list", json!({"cursor": bad}))).await;
         assert_eq!(reply["error"]["code"], -32602, "{bad}");
     }
 }
@@ -179,30 +126,12 @@ async fn tools_list_paginates_with_opaque_cursor() {
 async fn add_returns_structured_content() {
     let server = server();
     let session = stdio_session();
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(1, "add", json!({"a": 2, "b": 40})),
-    )
-    .await;
+    let reply = ask(&server, &session, tool_call(1, "add", json!({"a": 2, "b": 40}))).await;
     assert_eq!(reply["result"]["structuredContent"], json!({"sum": 42}));
     assert_eq!(reply["result"]["content"][0]["text"], "42");
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(2, "add", json!({"a": 0.5, "b": 1})),
-    )
-    .await;
-    assert_eq!(
-        reply["result"]["structuredContent"]["sum"].as_f64(),
-        Some(1.5)
-    );
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(3, "add", json!({"a": "2", "b": 1})),
-    )
-    .await;
+    let reply = ask(&server, &session, tool_call(2, "add", json!({"a": 0.5, "b": 1}))).await;
+    assert_eq!(reply["result"]["structuredContent"]["sum"].as_f64(), Some(1.5));
+    let reply = ask(&server, &session, tool_call(3, "add", json!({"a": "2", "b": 1}))).await;
     assert_eq!(reply["error"]["code"], -32602);
 }
 
@@ -214,26 +143,12 @@ async fn unknown_tool_and_method_are_rejected() {
     assert_eq!(reply["id"], 5);
     assert_eq!(reply["error"]["code"], -32602);
     assert_eq!(reply["error"]["message"], "Unknown tool: nope");
-    let reply = ask(
-        &server,
-        &session,
-        request(json!("m"), "frobnicate", json!({})),
-    )
-    .await;
+    let reply = ask(&server, &session, request(json!("m"), "frobnicate", json!({}))).await;
     assert_eq!(reply["error"]["code"], -32601);
-    let reply = ask(
-        &server,
-        &session,
-        request(json!(6), "tools/call", json!("x")),
-    )
-    .await;
+    let reply = ask(&server, &session, request(json!(6), "tools/call", json!("x"))).await;
     assert_eq!(reply["error"]["code"], -32602);
     assert!(matches!(
-        server.accept(
-            &session,
-            json!({"jsonrpc": "2.0", "id": null, "method": "ping"}),
-            Outbound::channel().0
-        ),
+        server.accept(&session, json!({"jsonrpc": "2.0", "id": null, "method": "ping"}), Outbound::channel().0),
         Accepted::Rejected(_)
     ));
 }
@@ -242,12 +157,7 @@ async fn unknown_tool_and_method_are_rejected() {
 async fn ids_are_echoed_exactly() {
     let server = server();
     let session = stdio_session();
-    for id in [
-        json!("abc"),
-        json!(12345678901234567890u64),
-        json!(-3),
-        json!(1.5),
-    ] {
+    for id in [json!("abc"), json!(12345678901234567890u64), json!(-3), json!(1.5)] {
         let reply = ask(&server, &session, request(id.clone(), "ping", Value::Null)).await;
         assert_eq!(reply["id"].to_string(), id.to_string());
         assert_eq!(reply["result"], json!({}));
@@ -259,79 +169,45 @@ async fn completion_filters_by_prefix() {
     let server = server();
     let session = stdio_session();
     let complete = |reference: Value, name: &str, value: &str| {
-        request(
-            json!(1),
-            "completion/complete",
-            json!({"ref": reference, "argument": {"name": name, "value": value}}),
-        )
+        request(json!(1), "completion/complete", json!({"ref": reference, "argument": {"name": name, "value": value}}))
     };
     let prompt = json!({"type": "ref/prompt", "name": "greet"});
     let reply = ask(&server, &session, complete(prompt.clone(), "name", "al")).await;
-    assert_eq!(
-        reply["result"]["completion"],
-        json!({"values": ["alice", "albert"], "total": 2, "hasMore": false})
-    );
+    assert_eq!(reply["result"]["completion"], json!({"values": ["alice", "albert"], "total": 2, "hasMore": false}));
     let reply = ask(&server, &session, complete(prompt, "name", "")).await;
     assert_eq!(reply["result"]["completion"]["total"], 4);
     let template = json!({"type": "ref/resource", "uri": "demo://echo/{text}"});
     let reply = ask(&server, &session, complete(template, "text", "hel")).await;
-    assert_eq!(
-        reply["result"]["completion"]["values"],
-        json!(["hello", "help"])
-    );
-    let reply = ask(
-        &server,
-        &session,
-        complete(json!({"type": "ref/prompt", "name": "x"}), "name", ""),
-    )
-    .await;
+    assert_eq!(reply["result"]["completion"]["values"], json!(["hello", "help"]));
+    let reply = ask(&server, &session, complete(json!({"type": "ref/prompt", "name": "x"}), "name", "")).await;
     assert_eq!(reply["error"]["code"], -32602);
 }
 
 #[tokio::test]
 async fn cancelled_sleep_sends_nothing_and_is_recorded() {
-    let path =
-        std::env::temp_dir().join(format!("seawall-demo-test-{}.jsonl", rand::random::<u64>()));
+    let path = std::env::temp_dir().join(format!("seawall-demo-test-{}.jsonl", rand::random::<u64>()));
     let recorder = Recorder::open(&path).ok();
     let server = DemoServer::new(DemoConfig::default(), recorder);
     let session = stdio_session();
     let (out, _rx) = Outbound::channel();
-    let Accepted::Request(pending) = server.accept(
-        &session,
-        tool_call(7, "sleep", json!({"ms": 10_000})),
-        out.clone(),
-    ) else {
+    let Accepted::Request(pending) = server.accept(&session, tool_call(7, "sleep", json!({"ms": 10_000})), out.clone())
+    else {
         panic!("sleep is a request");
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7, "reason": "user gave up"}});
-    assert!(matches!(
-        server.accept(&session, cancel, out),
-        Accepted::Consumed
-    ));
+    assert!(matches!(server.accept(&session, cancel, out), Accepted::Consumed));
     let outcome = tokio::time::timeout(Duration::from_secs(2), pending.outcome()).await;
     assert_eq!(outcome.ok(), Some(None), "a cancelled call must not answer");
 
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let _ = std::fs::remove_file(&path);
-    let events: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert_eq!(events.len(), 3, "{text}");
-    assert_eq!(
-        events[0],
-        json!({"event": "request", "method": "tools/call", "id": 7})
-    );
-    assert_eq!(
-        events[1],
-        json!({"event": "call", "tool": "sleep", "id": 7, "arguments": {"ms": 10_000}})
-    );
-    assert_eq!(
-        events[2],
-        json!({"event": "cancelled", "requestId": 7, "reason": "user gave up"})
-    );
+    assert_eq!(events[0], json!({"event": "request", "method": "tools/call", "id": 7}));
+    assert_eq!(events[1], json!({"event": "call", "tool": "sleep", "id": 7, "arguments": {"ms": 10_000}}));
+    assert_eq!(events[2], json!({"event": "cancelled", "requestId": 7, "reason": "user gave up"}));
     assert_eq!(server.stats(1)["cancelled"], 1);
     assert_eq!(server.stats(1)["calls"]["sleep"], 1);
 }
@@ -369,19 +245,13 @@ async fn sample_round_trips_through_the_client() {
     ask(
         &server,
         &session,
-        request(
-            json!(0),
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}}),
-        ),
+        request(json!(0), "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}})),
     )
     .await;
     let (out, mut rx) = Outbound::channel();
-    let Accepted::Request(pending) = server.accept(
-        &session,
-        tool_call(1, "sample", json!({"prompt": "hi", "maxTokens": 5})),
-        out,
-    ) else {
+    let Accepted::Request(pending) =
+        server.accept(&session, tool_call(1, "sample", json!({"prompt": "hi", "maxTokens": 5})), out)
+    else {
         panic!("sample is a request");
     };
     let ask_client = next(&mut rx).await;
@@ -391,10 +261,7 @@ async fn sample_round_trips_through_the_client() {
     assert_eq!(ask_client["params"]["messages"][0]["content"]["text"], "hi");
     let answer = json!({"jsonrpc": "2.0", "id": "demo-1",
         "result": {"role": "assistant", "content": {"type": "text", "text": "hello"}, "model": "m"}});
-    assert!(matches!(
-        server.accept(&session, answer, Outbound::channel().0),
-        Accepted::Consumed
-    ));
+    assert!(matches!(server.accept(&session, answer, Outbound::channel().0), Accepted::Consumed));
     let reply = match pending.outcome().await {
         Some(Outcome::Reply(reply)) => reply,
         other => panic!("{other:?}"),
@@ -403,11 +270,8 @@ async fn sample_round_trips_through_the_client() {
 
     // Client errors become isError results.
     let (out, mut rx) = Outbound::channel();
-    let Accepted::Request(pending) = server.accept(
-        &session,
-        tool_call(2, "sample", json!({"prompt": "x"})),
-        out,
-    ) else {
+    let Accepted::Request(pending) = server.accept(&session, tool_call(2, "sample", json!({"prompt": "x"})), out)
+    else {
         panic!("sample is a request");
     };
     let ask_client = next(&mut rx).await;
@@ -418,27 +282,16 @@ async fn sample_round_trips_through_the_client() {
         panic!("no reply");
     };
     assert_eq!(reply["result"]["isError"], true);
-    assert_eq!(
-        reply["result"]["content"][0]["text"],
-        "user rejected sampling"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], "user rejected sampling");
 }
 
 #[tokio::test]
 async fn sample_and_roots_need_client_capabilities() {
     let server = server();
     let session = stdio_session();
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(1, "sample", json!({"prompt": "hi"})),
-    )
-    .await;
+    let reply = ask(&server, &session, tool_call(1, "sample", json!({"prompt": "hi"}))).await;
     assert_eq!(reply["result"]["isError"], true);
-    assert_eq!(
-        reply["result"]["content"][0]["text"],
-        "client does not support sampling"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], "client does not support sampling");
     let reply = ask(&server, &session, tool_call(2, "roots", json!({}))).await;
     assert_eq!(reply["result"]["isError"], true);
 }
@@ -460,12 +313,7 @@ async fn fail_leaks_like_a_real_upstream() {
         assert!(message.contains(needle), "missing {needle}");
     }
     assert_eq!(reply["error"]["data"], message);
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(2, "fail", json!({"mode": "result"})),
-    )
-    .await;
+    let reply = ask(&server, &session, tool_call(2, "fail", json!({"mode": "result"}))).await;
     assert_eq!(reply["result"]["isError"], true);
     assert_eq!(reply["result"]["content"][0]["text"], message);
 }
@@ -482,22 +330,13 @@ async fn flaky_fails_first_calls_per_key() {
     }
     let reply = ask(&server, &session, tool_call(3, "flaky", args)).await;
     assert_eq!(reply["result"]["content"][0]["text"], "ok after 2 failures");
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(4, "flaky", json!({"key": "other"})),
-    )
-    .await;
+    let reply = ask(&server, &session, tool_call(4, "flaky", json!({"key": "other"}))).await;
     assert_eq!(reply["result"]["content"][0]["text"], "ok after 0 failures");
     // On HTTP the http_503 mode asks the transport for a 503.
     let http = Session::new(Some("s".into()), Transport::Http);
     let Accepted::Request(pending) = server.accept(
         &http,
-        tool_call(
-            5,
-            "flaky",
-            json!({"key": "h", "fail_first": 1, "mode": "http_503"}),
-        ),
+        tool_call(5, "flaky", json!({"key": "h", "fail_first": 1, "mode": "http_503"})),
         Outbound::channel().0,
     ) else {
         panic!("flaky is a request");
@@ -510,16 +349,8 @@ async fn big_returns_exact_size_and_caps() {
     let server = server();
     let session = stdio_session();
     let reply = ask(&server, &session, tool_call(1, "big", json!({"n": 1000}))).await;
-    assert_eq!(
-        reply["result"]["content"][0]["text"].as_str().map(str::len),
-        Some(1000)
-    );
-    let reply = ask(
-        &server,
-        &session,
-        tool_call(2, "big", json!({"n": 64 * 1024 * 1024 + 1})),
-    )
-    .await;
+    assert_eq!(reply["result"]["content"][0]["text"].as_str().map(str::len), Some(1000));
+    let reply = ask(&server, &session, tool_call(2, "big", json!({"n": 64 * 1024 * 1024 + 1}))).await;
     assert_eq!(reply["error"]["code"], -32602);
 }
 
@@ -539,16 +370,8 @@ async fn resources_read_templates_and_errors() {
     assert_eq!(reply["error"]["code"], -32603);
     let reply = ask(&server, &session, read(5, "demo://flaky/r/1")).await;
     assert_eq!(reply["result"]["contents"][0]["text"], "ok");
-    let reply = ask(
-        &server,
-        &session,
-        request(json!(6), "resources/templates/list", Value::Null),
-    )
-    .await;
-    assert_eq!(
-        reply["result"]["resourceTemplates"][0]["uriTemplate"],
-        "demo://echo/{text}"
-    );
+    let reply = ask(&server, &session, request(json!(6), "resources/templates/list", Value::Null)).await;
+    assert_eq!(reply["result"]["resourceTemplates"][0]["uriTemplate"], "demo://echo/{text}");
 }
 
 #[tokio::test]
@@ -559,11 +382,7 @@ async fn touch_notifies_subscribers() {
     let touch = || tool_call(2, "echo", json!({"message": "touch"}));
     ask_with(&server, &session, touch(), out.clone()).await;
     assert!(rx.try_recv().is_err(), "not subscribed yet");
-    let subscribe = request(
-        json!(1),
-        "resources/subscribe",
-        json!({"uri": "demo://readme"}),
-    );
+    let subscribe = request(json!(1), "resources/subscribe", json!({"uri": "demo://readme"}));
     assert_eq!(ask(&server, &session, subscribe).await["result"], json!({}));
     ask_with(&server, &session, touch(), out).await;
     let note = next(&mut rx).await;
@@ -575,18 +394,9 @@ async fn touch_notifies_subscribers() {
 async fn prompts_and_logging_levels() {
     let server = server();
     let session = stdio_session();
-    let get = |args: Value| {
-        request(
-            json!(1),
-            "prompts/get",
-            json!({"name": "greet", "arguments": args}),
-        )
-    };
+    let get = |args: Value| request(json!(1), "prompts/get", json!({"name": "greet", "arguments": args}));
     let reply = ask(&server, &session, get(json!({"name": "Ada"}))).await;
-    assert_eq!(
-        reply["result"]["messages"][0]["content"]["text"],
-        "Please greet Ada."
-    );
+    assert_eq!(reply["result"]["messages"][0]["content"]["text"], "Please greet Ada.");
     let reply = ask(&server, &session, get(json!({}))).await;
     assert_eq!(reply["error"]["code"], -32602);
 
@@ -594,18 +404,12 @@ async fn prompts_and_logging_levels() {
     assert_eq!(ask(&server, &session, set).await["result"], json!({}));
     let (out, mut rx) = Outbound::channel();
     let quiet = tool_call(3, "log", json!({"level": "info", "message": "hush"}));
-    assert_eq!(
-        ask_with(&server, &session, quiet, out.clone()).await["result"]["content"][0]["text"],
-        "logged"
-    );
+    assert_eq!(ask_with(&server, &session, quiet, out.clone()).await["result"]["content"][0]["text"], "logged");
     assert!(rx.try_recv().is_err());
     let loud = tool_call(4, "log", json!({"level": "error", "message": "boom"}));
     ask_with(&server, &session, loud, out).await;
     let note = next(&mut rx).await;
-    assert_eq!(
-        note["params"],
-        json!({"level": "error", "logger": "demo", "data": "boom"})
-    );
+    assert_eq!(note["params"], json!({"level": "error", "logger": "demo", "data": "boom"}));
 }
 
 #[test]

@@ -130,9 +130,7 @@ impl Session {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// The HTTP session id, if any.
@@ -152,10 +150,7 @@ impl Session {
 
     /// Whether the client declared capability `name` (e.g. `sampling`, `roots`).
     pub fn client_supports(&self, name: &str) -> bool {
-        self.state()
-            .client_capabilities
-            .get(name)
-            .is_some_and(|v| !v.is_null())
+        self.state().client_capabilities.get(name).is_some_and(|v| !v.is_null())
     }
 
     /// Set the minimum level of `notifications/message` sent to this client.
@@ -201,39 +196,26 @@ impl Session {
 
     /// The sink for messages not tied to a request, if one is open.
     pub fn standalone(&self) -> Option<Outbound> {
-        self.state()
-            .standalone
-            .clone()
-            .filter(|out| !out.is_closed())
+        self.state().standalone.clone().filter(|out| !out.is_closed())
     }
 
     /// Send a request to the client through `out` and wait for its answer.
     /// Ids are `"demo-1"`, `"demo-2"`, ... within the session.
-    pub async fn request(
-        &self,
-        out: &Outbound,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, RpcError> {
+    pub async fn request(&self, out: &Outbound, method: &str, params: Value) -> Result<Value, RpcError> {
         let n = self.next_request.fetch_add(1, Ordering::Relaxed);
         let id = json!(format!("demo-{n}"));
         let key = id_key(&id);
         let (tx, rx) = oneshot::channel();
         self.state().pending.insert(key.clone(), tx);
         // Forget the pending entry however this future ends (answer, timeout, abort).
-        let _cleanup = PendingGuard {
-            session: self,
-            key: key.clone(),
-        };
+        let _cleanup = PendingGuard { session: self, key: key.clone() };
         if !out.send(rpc::request(&id, method, params)) {
             return Err(RpcError::internal("client stream is closed"));
         }
         match tokio::time::timeout(CLIENT_ANSWER_TIMEOUT, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(RpcError::internal("client went away before answering")),
-            Err(_) => Err(RpcError::internal(format!(
-                "client did not answer {method} in time"
-            ))),
+            Err(_) => Err(RpcError::internal(format!("client did not answer {method} in time"))),
         }
     }
 
@@ -259,11 +241,7 @@ impl Session {
     {
         let key = id_key(id);
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let guard = InFlightGuard {
-            session: Arc::clone(self),
-            key: key.clone(),
-            generation,
-        };
+        let guard = InFlightGuard { session: Arc::clone(self), key: key.clone(), generation };
         // Hold the lock across spawn so the task cannot finish (and untrack
         // itself) before it is tracked.
         let mut state = self.state();
@@ -271,9 +249,7 @@ impl Session {
             let _guard = guard;
             task.await
         });
-        state
-            .in_flight
-            .insert(key, (generation, handle.abort_handle()));
+        state.in_flight.insert(key, (generation, handle.abort_handle()));
         handle
     }
 
@@ -324,11 +300,7 @@ struct InFlightGuard {
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         let mut state = self.session.state();
-        if state
-            .in_flight
-            .get(&self.key)
-            .is_some_and(|(g, _)| *g == self.generation)
-        {
+        if state.in_flight.get(&self.key).is_some_and(|(g, _)| *g == self.generation) {
             state.in_flight.remove(&self.key);
         }
     }

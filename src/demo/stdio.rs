@@ -49,12 +49,7 @@ where
     }
 }
 
-fn handle_line(
-    server: &DemoServer,
-    session: &std::sync::Arc<Session>,
-    line: &[u8],
-    out: &Outbound,
-) {
+fn handle_line(server: &DemoServer, session: &std::sync::Arc<Session>, line: &[u8], out: &Outbound) {
     let text = line.strip_suffix(b"\r").unwrap_or(line);
     if text.iter().all(u8::is_ascii_whitespace) {
         return;
@@ -148,11 +143,7 @@ where
         }
         input.consume(used);
         if done {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
+            return Ok(if too_long { Line::TooLong } else { Line::Complete });
         }
     }
 }
@@ -170,29 +161,14 @@ mod tests {
         let data: &[u8] = b"short\nthis-line-is-too-long\nok\nlast";
         let mut input = BufReader::with_capacity(4, data);
         let mut buf = Vec::new();
-        assert_eq!(
-            read_line(&mut input, &mut buf, 8).await.ok(),
-            Some(Line::Complete)
-        );
+        assert_eq!(read_line(&mut input, &mut buf, 8).await.ok(), Some(Line::Complete));
         assert_eq!(buf, b"short");
-        assert_eq!(
-            read_line(&mut input, &mut buf, 8).await.ok(),
-            Some(Line::TooLong)
-        );
-        assert_eq!(
-            read_line(&mut input, &mut buf, 8).await.ok(),
-            Some(Line::Complete)
-        );
+        assert_eq!(read_line(&mut input, &mut buf, 8).await.ok(), Some(Line::TooLong));
+        assert_eq!(read_line(&mut input, &mut buf, 8).await.ok(), Some(Line::Complete));
         assert_eq!(buf, b"ok");
-        assert_eq!(
-            read_line(&mut input, &mut buf, 8).await.ok(),
-            Some(Line::Complete)
-        );
+        assert_eq!(read_line(&mut input, &mut buf, 8).await.ok(), Some(Line::Complete));
         assert_eq!(buf, b"last");
-        assert_eq!(
-            read_line(&mut input, &mut buf, 8).await.ok(),
-            Some(Line::Eof)
-        );
+        assert_eq!(read_line(&mut input, &mut buf, 8).await.ok(), Some(Line::Eof));
     }
 
     #[tokio::test]

@@ -8,9 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::rpc::{
-    self, RpcError, optional_bool, optional_str, optional_u64, params_object, required_str,
-};
+use super::rpc::{self, RpcError, optional_bool, optional_str, optional_u64, params_object, required_str};
 use super::server::{CallContext, Failure, Handled};
 use super::session::LogLevel;
 
@@ -162,10 +160,7 @@ pub(crate) async fn call(ctx: &CallContext, params: &Value) -> Handled {
         Some(Value::Object(args)) => args.clone(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object").into()),
     };
-    ctx.server.record(
-        &ctx.session,
-        json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}),
-    );
+    ctx.server.record(&ctx.session, json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}));
     ctx.server.count_call(name);
 
     let config = ctx.server.config();
@@ -202,10 +197,7 @@ fn exit_process(why: &str) -> ! {
 fn echo(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
     let message = required_str(args, "message")?;
     if message == "touch" && ctx.session.is_subscribed(super::catalog::README_URI) {
-        ctx.out.send(rpc::notification(
-            "notifications/resources/updated",
-            json!({"uri": super::catalog::README_URI}),
-        ));
+        ctx.out.send(rpc::notification("notifications/resources/updated", json!({"uri": super::catalog::README_URI})));
     }
     Ok(text_result(message))
 }
@@ -234,17 +226,13 @@ fn add(args: &Map<String, Value>) -> Result<Value, RpcError> {
 }
 
 async fn sleep(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
-    let ms = optional_u64(args, "ms")?
-        .ok_or_else(|| RpcError::invalid_params("missing or non-integer `ms`"))?;
+    let ms = optional_u64(args, "ms")?.ok_or_else(|| RpcError::invalid_params("missing or non-integer `ms`"))?;
     if ms > MAX_SLEEP_MS {
         return Err(RpcError::invalid_params(format!("`ms` above {MAX_SLEEP_MS}")).into());
     }
     let start = Instant::now();
     let deadline = start + Duration::from_millis(ms);
-    let token = ctx
-        .progress_token
-        .clone()
-        .filter(|_| optional_bool(args, "progress").ok().flatten() != Some(false));
+    let token = ctx.progress_token.clone().filter(|_| optional_bool(args, "progress").ok().flatten() != Some(false));
     let Some(token) = token else {
         tokio::time::sleep_until(deadline).await;
         return Ok(text_result(format!("slept {ms} ms")));
@@ -276,9 +264,7 @@ async fn sleep(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
 
 fn fail(args: &Map<String, Value>) -> Handled {
     match optional_str(args, "mode")? {
-        None | Some("error") => Err(RpcError::internal(LEAKY_FAILURE)
-            .with_data(json!(LEAKY_FAILURE))
-            .into()),
+        None | Some("error") => Err(RpcError::internal(LEAKY_FAILURE).with_data(json!(LEAKY_FAILURE)).into()),
         Some("result") => Ok(error_result(LEAKY_FAILURE)),
         Some(other) => Err(RpcError::invalid_params(format!("unknown mode: {other}")).into()),
     }
@@ -309,12 +295,9 @@ fn flaky(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
 }
 
 fn big(args: &Map<String, Value>) -> Result<Value, RpcError> {
-    let n = optional_u64(args, "n")?
-        .ok_or_else(|| RpcError::invalid_params("missing or non-integer `n`"))?;
+    let n = optional_u64(args, "n")?.ok_or_else(|| RpcError::invalid_params("missing or non-integer `n`"))?;
     if n > MAX_BIG_BYTES {
-        return Err(RpcError::invalid_params(format!(
-            "`n` above {MAX_BIG_BYTES}"
-        )));
+        return Err(RpcError::invalid_params(format!("`n` above {MAX_BIG_BYTES}")));
     }
     let n = usize::try_from(n).map_err(|_| RpcError::invalid_params("`n` too large"))?;
     Ok(text_result("x".repeat(n)))
@@ -330,11 +313,7 @@ async fn sample(ctx: &CallContext, args: &Map<String, Value>) -> Result<Value, R
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
         "maxTokens": max_tokens,
     });
-    match ctx
-        .session
-        .request(&ctx.out, "sampling/createMessage", params)
-        .await
-    {
+    match ctx.session.request(&ctx.out, "sampling/createMessage", params).await {
         Ok(reply) => {
             let text = reply.get("content").map(content_text).unwrap_or_default();
             Ok(text_result(format!("sampled: {text}")))
@@ -347,11 +326,7 @@ async fn sample(ctx: &CallContext, args: &Map<String, Value>) -> Result<Value, R
 fn content_text(content: &Value) -> String {
     match content {
         Value::Array(blocks) => blocks.iter().map(content_text).collect::<Vec<_>>().join(""),
-        block => block
-            .get("text")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        block => block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
     }
 }
 
@@ -371,8 +346,7 @@ async fn roots(ctx: &CallContext) -> Value {
 fn log(ctx: &CallContext, args: &Map<String, Value>) -> Result<Value, RpcError> {
     let message = required_str(args, "message")?;
     let name = optional_str(args, "level")?.unwrap_or("info");
-    let level = LogLevel::parse(name)
-        .ok_or_else(|| RpcError::invalid_params(format!("unknown level: {name}")))?;
+    let level = LogLevel::parse(name).ok_or_else(|| RpcError::invalid_params(format!("unknown level: {name}")))?;
     if ctx.session.wants_log(level) {
         ctx.out.send(rpc::notification(
             "notifications/message",

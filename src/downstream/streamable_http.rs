@@ -18,7 +18,7 @@ use axum::routing::any;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::gateway::{Gateway, InitError};
+use crate::gateway::{Answer, Gateway, InitError};
 use crate::jsonrpc::{self, DecodeError, Id, Message, Payload, code};
 use crate::mcp;
 use crate::policy::origin::OriginPolicy;
@@ -43,18 +43,10 @@ pub struct HttpState {
 
 /// The MCP routes.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/mcp", any(aggregate))
-        .route("/mcp/{upstream}", any(single))
-        .with_state(state)
+    Router::new().route("/mcp", any(aggregate)).route("/mcp/{upstream}", any(single)).with_state(state)
 }
 
-async fn aggregate(
-    State(st): State<HttpState>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn aggregate(State(st): State<HttpState>, method: Method, headers: HeaderMap, body: Body) -> Response {
     endpoint(st, Scope::Aggregate, method, headers, body).await
 }
 
@@ -66,45 +58,24 @@ async fn single(
     body: Body,
 ) -> Response {
     let Some(handle) = st.gateway.upstreams().get(&upstream) else {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            None,
-            code::INVALID_REQUEST,
-            "No such upstream",
-        );
+        return error_response(StatusCode::NOT_FOUND, None, code::INVALID_REQUEST, "No such upstream");
     };
     let scope = Scope::Single(Arc::clone(&handle.name));
     endpoint(st, scope, method, headers, body).await
 }
 
-async fn endpoint(
-    st: HttpState,
-    scope: Scope,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn endpoint(st: HttpState, scope: Scope, method: Method, headers: HeaderMap, body: Body) -> Response {
     if let Err(refusal) = st.origin.check(&headers) {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            None,
-            code::INVALID_REQUEST,
-            &format!("Forbidden: {refusal}"),
-        );
+        return error_response(StatusCode::FORBIDDEN, None, code::INVALID_REQUEST, &format!("Forbidden: {refusal}"));
     }
     match method {
         Method::POST => post(st, scope, headers, body).await,
         Method::GET => get(st, scope, headers).await,
         Method::DELETE => delete(st, scope, headers).await,
         _ => {
-            let mut resp = error_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                None,
-                code::INVALID_REQUEST,
-                "Method not allowed",
-            );
-            resp.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            let mut resp =
+                error_response(StatusCode::METHOD_NOT_ALLOWED, None, code::INVALID_REQUEST, "Method not allowed");
+            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             resp
         }
     }
@@ -117,34 +88,17 @@ struct Accepts {
 }
 
 fn accepts(headers: &HeaderMap) -> Accepts {
-    let values: Vec<&str> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
+    let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
     if values.is_empty() {
-        return Accepts {
-            json: true,
-            sse: true,
-        };
+        return Accepts { json: true, sse: true };
     }
     let has = |ty: &str| {
         values.iter().flat_map(|v| v.split(',')).any(|item| {
-            let media = item
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            media == ty
-                || media == "*/*"
-                || (media.ends_with("/*") && ty.starts_with(&media[..media.len() - 1]))
+            let media = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+            media == ty || media == "*/*" || (media.ends_with("/*") && ty.starts_with(&media[..media.len() - 1]))
         })
     };
-    Accepts {
-        json: has("application/json"),
-        sse: has("text/event-stream"),
-    }
+    Accepts { json: has("application/json"), sse: has("text/event-stream") }
 }
 
 async fn post(st: HttpState, scope: Scope, headers: HeaderMap, body: Body) -> Response {
@@ -157,14 +111,8 @@ async fn post(st: HttpState, scope: Scope, headers: HeaderMap, body: Body) -> Re
             "Not Acceptable: Accept must include application/json and text/event-stream",
         );
     }
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if !content_type
-        .to_ascii_lowercase()
-        .starts_with("application/json")
-    {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !content_type.to_ascii_lowercase().starts_with("application/json") {
         return error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             None,
@@ -217,12 +165,7 @@ async fn post(st: HttpState, scope: Scope, headers: HeaderMap, body: Body) -> Re
                     "JSON-RPC batches are only allowed in protocol version 2025-03-26",
                 );
             }
-            batch(
-                &st,
-                &session,
-                items.iter().map(|r| r.get().to_owned()).collect(),
-            )
-            .await
+            batch(&st, &session, items.iter().map(|r| r.get().to_owned()).collect()).await
         }
     }
 }
@@ -237,12 +180,9 @@ async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Res
             }
             resp
         }
-        Err(InitError::Invalid(why)) => error_response(
-            StatusCode::BAD_REQUEST,
-            Some(&req.id),
-            code::INVALID_PARAMS,
-            &why,
-        ),
+        Err(InitError::Invalid(why)) => {
+            error_response(StatusCode::BAD_REQUEST, Some(&req.id), code::INVALID_PARAMS, &why)
+        }
         Err(InitError::Full) => {
             let mut resp = error_response(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -250,8 +190,7 @@ async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Res
                 code::INTERNAL_ERROR,
                 "Too many sessions",
             );
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             resp
         }
         Err(InitError::Failed(e)) => {
@@ -263,11 +202,7 @@ async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Res
 
 /// Finds the session a request names, with the spec's status codes when it cannot.
 #[allow(clippy::result_large_err)]
-fn session_for(
-    st: &HttpState,
-    scope: &Scope,
-    headers: &HeaderMap,
-) -> Result<Arc<Session>, Box<Response>> {
+fn session_for(st: &HttpState, scope: &Scope, headers: &HeaderMap) -> Result<Arc<Session>, Box<Response>> {
     if let Some(version) = headers.get(VERSION_HEADER) {
         let ok = version.to_str().is_ok_and(mcp::is_supported);
         if !ok {
@@ -275,10 +210,7 @@ fn session_for(
                 StatusCode::BAD_REQUEST,
                 None,
                 code::INVALID_REQUEST,
-                &format!(
-                    "Unsupported protocol version (supported: {})",
-                    mcp::LEGACY_VERSIONS.join(", ")
-                ),
+                &format!("Unsupported protocol version (supported: {})", mcp::LEGACY_VERSIONS.join(", ")),
             )));
         }
     }
@@ -292,12 +224,7 @@ fn session_for(
     };
     match st.gateway.session(id) {
         Some(session) if &session.scope == scope => Ok(session),
-        _ => Err(Box::new(error_response(
-            StatusCode::NOT_FOUND,
-            None,
-            code::INVALID_REQUEST,
-            "Session not found",
-        ))),
+        _ => Err(Box::new(error_response(StatusCode::NOT_FOUND, None, code::INVALID_REQUEST, "Session not found"))),
     }
 }
 
@@ -317,14 +244,9 @@ async fn dispatch(st: &HttpState, session: &Arc<Session>, msg: Message, sse_ok: 
 
 /// Runs a request in its own task (a dropped connection is not a cancellation) and
 /// answers with JSON, or with SSE as soon as something precedes the response.
-async fn answer(
-    st: &HttpState,
-    session: &Arc<Session>,
-    req: jsonrpc::Request,
-    sse_ok: bool,
-) -> Response {
+async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, sse_ok: bool) -> Response {
     let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
-    let (final_tx, mut final_rx) = oneshot::channel::<String>();
+    let (final_tx, mut final_rx) = oneshot::channel::<Answer>();
     let gateway = Arc::clone(&st.gateway);
     let task_session = Arc::clone(session);
     let id = req.id.clone();
@@ -342,12 +264,19 @@ async fn answer(
                     // Something preceded the answer after all: stream both.
                     let tail = futures::stream::once(async move { message })
                         .chain(tokio_stream::wrappers::ReceiverStream::new(out_rx))
-                        .chain(futures::stream::iter(response.ok()));
+                        .chain(futures::stream::iter(response.ok().map(|a| a.body)));
                     return sse_response(tail);
                 }
                 Err(_) => {
-                    let body = response.unwrap_or_else(|_| internal_error(&id));
-                    return json_response(StatusCode::OK, body);
+                    return match response {
+                        Ok(Answer { body, overloaded: Some(after) }) => {
+                            let mut resp = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
+                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+                            resp
+                        }
+                        Ok(answer) => json_response(StatusCode::OK, answer.body),
+                        Err(_) => json_response(StatusCode::OK, internal_error(&id)),
+                    };
                 }
             }
         }
@@ -355,9 +284,7 @@ async fn answer(
     let head = futures::stream::iter(first);
     let rest = tokio_stream::wrappers::ReceiverStream::new(out_rx);
     let last =
-        futures::stream::once(
-            async move { final_rx.await.unwrap_or_else(|_| internal_error(&id)) },
-        );
+        futures::stream::once(async move { final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id)) });
     sse_response(head.chain(rest).chain(last))
 }
 
@@ -371,24 +298,20 @@ async fn batch(st: &HttpState, session: &Arc<Session>, items: Vec<String>) -> Re
     let mut answers = Vec::new();
     for text in items {
         match jsonrpc::decode(&text) {
-            Ok(Message::Request(req)) if req.method == mcp::method::INITIALIZE => {
-                answers.push(jsonrpc::encode_error(
-                    Some(&req.id),
-                    code::INVALID_REQUEST,
-                    "initialize must not be part of a batch",
-                    None,
-                ))
-            }
+            Ok(Message::Request(req)) if req.method == mcp::method::INITIALIZE => answers.push(jsonrpc::encode_error(
+                Some(&req.id),
+                code::INVALID_REQUEST,
+                "initialize must not be part of a batch",
+                None,
+            )),
             Ok(Message::Request(req)) => requests.push(req),
             Ok(Message::Notification(n)) => st.gateway.handle_notification(session, n).await,
             Ok(Message::Response(r)) => st.gateway.handle_response(session, r).await,
             Err(e) => answers.push(decode_error_body(&e)),
         }
     }
-    let runs = requests
-        .into_iter()
-        .map(|req| st.gateway.handle_request(session, req, None));
-    answers.extend(futures::future::join_all(runs).await);
+    let runs = requests.into_iter().map(|req| st.gateway.handle_request(session, req, None));
+    answers.extend(futures::future::join_all(runs).await.into_iter().map(|a| a.body));
     if answers.is_empty() {
         return accepted();
     }
@@ -416,10 +339,7 @@ async fn get(st: HttpState, scope: Scope, headers: HeaderMap) -> Response {
             "Conflict: only one GET stream is allowed per session",
         );
     };
-    let messages = OutboxStream {
-        rx: Some(rx),
-        session: Arc::clone(&session),
-    };
+    let messages = OutboxStream { rx: Some(rx), session: Arc::clone(&session) };
     let events = messages.map(|m| sse::encode_message(&m, None));
     let keep_alive = futures::stream::unfold((), |()| async {
         tokio::time::sleep(KEEP_ALIVE).await;
@@ -476,10 +396,7 @@ fn sse_response(messages: impl Stream<Item = String> + Send + 'static) -> Respon
 
 fn sse_headers(mut resp: Response) -> Response {
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
@@ -488,10 +405,7 @@ fn sse_headers(mut resp: Response) -> Response {
 fn json_response(status: StatusCode, body: String) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
@@ -501,18 +415,10 @@ fn error_response(status: StatusCode, id: Option<&Id>, code: i64, message: &str)
 
 fn decode_error_body(e: &DecodeError) -> String {
     match e {
-        DecodeError::Parse(why) => jsonrpc::encode_error(
-            None,
-            code::PARSE_ERROR,
-            &format!("Parse error: {why}"),
-            None,
-        ),
-        DecodeError::Invalid { id, reason } => jsonrpc::encode_error(
-            id.as_ref(),
-            code::INVALID_REQUEST,
-            &format!("Invalid Request: {reason}"),
-            None,
-        ),
+        DecodeError::Parse(why) => jsonrpc::encode_error(None, code::PARSE_ERROR, &format!("Parse error: {why}"), None),
+        DecodeError::Invalid { id, reason } => {
+            jsonrpc::encode_error(id.as_ref(), code::INVALID_REQUEST, &format!("Invalid Request: {reason}"), None)
+        }
     }
 }
 
@@ -527,10 +433,7 @@ mod tests {
     #[test]
     fn accept_header_parsing() {
         let mut h = HeaderMap::new();
-        h.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         let a = accepts(&h);
         assert!(a.json && a.sse);
         h.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
@@ -538,10 +441,7 @@ mod tests {
         assert!(!a.json && !a.sse);
         h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
         assert!(accepts(&h).sse);
-        h.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/*;q=0.9"),
-        );
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/*;q=0.9"));
         let a = accepts(&h);
         assert!(a.json && !a.sse);
     }

@@ -59,6 +59,24 @@ pub enum GatewayError {
         /// Why (logged only).
         reason: String,
     },
+    /// A circuit breaker is open: the call was refused without upstream traffic.
+    #[error("circuit open for upstream '{upstream}'{}", tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default())]
+    CircuitOpen {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// The tool whose breaker is open (None: the upstream's own breaker).
+        tool: Option<Arc<str>>,
+        /// When the breaker will admit a probe.
+        retry_after: Duration,
+    },
+    /// Too many requests in flight (to one upstream, or to the gateway as a whole).
+    #[error("overloaded: {scope}")]
+    Overloaded {
+        /// What is full ("upstream 'x'" or "gateway").
+        scope: String,
+        /// When to try again.
+        retry_after: Duration,
+    },
     /// A bug or resource exhaustion inside seawall.
     #[error("internal error: {0}")]
     Internal(String),
@@ -91,60 +109,46 @@ pub fn rewrite(err: &GatewayError, tool: Option<&str>) -> Result<Box<RawValue>, 
         | GatewayError::UnknownTool(_)
         | GatewayError::UnknownPrompt(_)
         | GatewayError::ResourceNotFound(_)
-        | GatewayError::Cancelled => {
+        | GatewayError::Cancelled
+        | GatewayError::CircuitOpen { .. }
+        | GatewayError::Overloaded { .. } => {
             tracing::debug!(correlation_id = %cid, error = %err, "refused a request");
         }
         _ => tracing::warn!(correlation_id = %cid, error = %err, "request failed"),
     }
     let data = || Some(json!({ "correlationId": cid }));
     match err {
-        GatewayError::InvalidParams(m) => Err(jsonrpc::error_object(
-            code::INVALID_PARAMS,
-            &format!("Invalid params: {m}"),
-            data(),
-        )),
-        GatewayError::MethodNotFound(m) => Err(jsonrpc::error_object(
-            code::METHOD_NOT_FOUND,
-            &format!("Method not found: {m}"),
-            data(),
-        )),
-        GatewayError::UnknownTool(t) => Err(jsonrpc::error_object(
-            code::INVALID_PARAMS,
-            &format!("Unknown tool: {t}"),
-            data(),
-        )),
-        GatewayError::UnknownPrompt(p) => Err(jsonrpc::error_object(
-            code::INVALID_PARAMS,
-            &format!("Unknown prompt: {p}"),
-            data(),
-        )),
+        GatewayError::InvalidParams(m) => {
+            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Invalid params: {m}"), data()))
+        }
+        GatewayError::MethodNotFound(m) => {
+            Err(jsonrpc::error_object(code::METHOD_NOT_FOUND, &format!("Method not found: {m}"), data()))
+        }
+        GatewayError::UnknownTool(t) => {
+            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Unknown tool: {t}"), data()))
+        }
+        GatewayError::UnknownPrompt(p) => {
+            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Unknown prompt: {p}"), data()))
+        }
         GatewayError::ResourceNotFound(uri) => Err(jsonrpc::error_object(
             code::RESOURCE_NOT_FOUND,
             "Resource not found",
             Some(json!({ "uri": uri, "correlationId": cid })),
         )),
-        GatewayError::Cancelled => Err(jsonrpc::error_object(-32800, "Request cancelled", data())),
+        GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
         GatewayError::Timeout { after, .. } => match tool {
             Some(tool) => Ok(tool_error(&format!(
                 "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
                 human(*after)
             ))),
-            None => Err(jsonrpc::error_object(
-                code::REQUEST_TIMEOUT,
-                "Request timed out",
-                data(),
-            )),
+            None => Err(jsonrpc::error_object(code::REQUEST_TIMEOUT, "Request timed out", data())),
         },
         GatewayError::Upstream { upstream, source } => match tool {
             Some(tool) => Ok(tool_error(&format!(
                 "tool '{tool}' failed: {} (correlation id {cid})",
                 upstream_summary(source, upstream)
             ))),
-            None => Err(jsonrpc::error_object(
-                code::UPSTREAM_UNAVAILABLE,
-                &upstream_summary(source, upstream),
-                data(),
-            )),
+            None => Err(jsonrpc::error_object(code::UPSTREAM_UNAVAILABLE, &upstream_summary(source, upstream), data())),
         },
         GatewayError::Unavailable { upstream, .. } => match tool {
             Some(tool) => Ok(tool_error(&format!(
@@ -156,11 +160,32 @@ pub fn rewrite(err: &GatewayError, tool: Option<&str>) -> Result<Box<RawValue>, 
                 data(),
             )),
         },
-        GatewayError::Internal(_) => Err(jsonrpc::error_object(
-            code::INTERNAL_ERROR,
-            "Internal error",
-            data(),
-        )),
+        GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after } => {
+            let secs = retry_after.as_secs().max(1);
+            match tool {
+                Some(tool) => Ok(tool_error(&format!(
+                    "tool '{tool}' is temporarily unavailable: {} is failing and calls are paused; retry in {secs} s (correlation id {cid})",
+                    match open_tool {
+                        Some(_) => "the tool".to_owned(),
+                        None => format!("upstream '{upstream}'"),
+                    }
+                ))),
+                None => Err(jsonrpc::error_object(
+                    code::CIRCUIT_OPEN,
+                    &format!("Upstream '{upstream}' is failing and requests are paused; retry in {secs} s"),
+                    Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
+                )),
+            }
+        }
+        GatewayError::Overloaded { retry_after, .. } => {
+            let secs = retry_after.as_secs().max(1);
+            Err(jsonrpc::error_object(
+                code::OVERLOADED,
+                &format!("Overloaded: too many requests in flight; retry in {secs} s"),
+                Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
+            ))
+        }
+        GatewayError::Internal(_) => Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data())),
     }
 }
 
@@ -170,9 +195,9 @@ fn upstream_summary(source: &UpstreamError, upstream: &str) -> String {
         UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
             format!("upstream '{upstream}' is unavailable; the request was not sent")
         }
-        UpstreamError::ProcessExited => format!(
-            "upstream '{upstream}' crashed while handling the request; the outcome is unknown"
-        ),
+        UpstreamError::ProcessExited => {
+            format!("upstream '{upstream}' crashed while handling the request; the outcome is unknown")
+        }
         UpstreamError::Io(_) | UpstreamError::SessionLost(_) => {
             format!("the connection to upstream '{upstream}' broke; the outcome is unknown")
         }
@@ -192,11 +217,7 @@ pub fn tool_error(text: &str) -> Box<RawValue> {
 }
 
 fn human(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
+    if d.subsec_millis() == 0 { format!("{} s", d.as_secs()) } else { format!("{} ms", d.as_millis()) }
 }
 
 #[cfg(test)]
@@ -205,26 +226,14 @@ mod tests {
 
     #[test]
     fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
-        let timeout = GatewayError::Timeout {
-            upstream: Arc::from("u"),
-            after: Duration::from_secs(2),
-        };
+        let timeout = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(2) };
         let result = rewrite(&timeout, Some("u__slow")).unwrap();
         assert!(result.get().contains("\"isError\":true"));
-        assert!(
-            result
-                .get()
-                .contains("timed out after 2 s; the outcome is unknown")
-        );
+        assert!(result.get().contains("timed out after 2 s; the outcome is unknown"));
         let err = rewrite(&timeout, None).unwrap_err();
-        assert!(
-            err.get()
-                .starts_with(r#"{"code":-32001,"message":"Request timed out""#)
-        );
-        let raw = GatewayError::Upstream {
-            upstream: Arc::from("u"),
-            source: UpstreamError::Io("secret /etc/x".into()),
-        };
+        assert!(err.get().starts_with(r#"{"code":-32001,"message":"Request timed out""#));
+        let raw =
+            GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io("secret /etc/x".into()) };
         assert!(!rewrite(&raw, None).unwrap_err().get().contains("secret"));
     }
 }

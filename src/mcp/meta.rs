@@ -25,10 +25,7 @@ pub struct Meta {
 /// Reads the progress token of a request's params.
 pub fn progress_token(params: Option<&RawValue>) -> Option<Value> {
     let common: CommonParams = jsonrpc::view(params)?;
-    common
-        .meta?
-        .progress_token
-        .filter(|t| t.is_string() || t.is_number())
+    common.meta?.progress_token.filter(|t| t.is_string() || t.is_number())
 }
 
 /// Parameters parsed into an object for rewriting; `None` when params are absent or not an object.
@@ -89,18 +86,10 @@ mod tests {
 
     #[test]
     fn reads_and_rewrites_progress_tokens() {
-        let raw =
-            jsonrpc::raw_from_str(r#"{"name":"t","_meta":{"progressToken":"abc","x":1},"z":1.50}"#)
-                .unwrap();
-        assert_eq!(
-            progress_token(Some(&raw)),
-            Some(Value::String("abc".into()))
-        );
+        let raw = jsonrpc::raw_from_str(r#"{"name":"t","_meta":{"progressToken":"abc","x":1},"z":1.50}"#).unwrap();
+        assert_eq!(progress_token(Some(&raw)), Some(Value::String("abc".into())));
         let new = with_progress_token(Some(&raw), &Value::from(9)).unwrap();
-        assert_eq!(
-            new.get(),
-            r#"{"name":"t","_meta":{"progressToken":9,"x":1},"z":1.50}"#
-        );
+        assert_eq!(new.get(), r#"{"name":"t","_meta":{"progressToken":9,"x":1},"z":1.50}"#);
         let none = jsonrpc::raw_from_str(r#"{"name":"t"}"#).unwrap();
         assert_eq!(progress_token(Some(&none)), None);
     }

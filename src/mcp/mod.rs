@@ -20,11 +20,7 @@ pub fn is_supported(version: &str) -> bool {
 
 /// Picks the version to answer an `initialize` with: the client's if supported, else the latest.
 pub fn negotiate(requested: &str) -> &'static str {
-    LEGACY_VERSIONS
-        .iter()
-        .copied()
-        .find(|v| *v == requested)
-        .unwrap_or(LATEST_LEGACY)
+    LEGACY_VERSIONS.iter().copied().find(|v| *v == requested).unwrap_or(LATEST_LEGACY)
 }
 
 /// Whether JSON-RPC batches are allowed in this version (2025-03-26 only).

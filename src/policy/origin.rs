@@ -32,26 +32,15 @@ impl OriginPolicy {
     /// The policy for a listener bound to `listen`.
     pub fn new(security: &SecurityConfig, listen: SocketAddr) -> OriginPolicy {
         OriginPolicy {
-            allowed_hosts: security
-                .allowed_hosts
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-            allowed_origins: security
-                .allowed_origins
-                .iter()
-                .map(|o| o.to_ascii_lowercase())
-                .collect(),
+            allowed_hosts: security.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            allowed_origins: security.allowed_origins.iter().map(|o| o.to_ascii_lowercase()).collect(),
             loopback: listen.ip().is_loopback(),
         }
     }
 
     /// Checks a request's headers.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), OriginRefusal> {
-        let host = headers
-            .get(HOST)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_ascii_lowercase);
+        let host = headers.get(HOST).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
         if let Some(host) = &host {
             if !self.host_allowed(host) {
                 return Err(OriginRefusal::Host);
@@ -60,33 +49,19 @@ impl OriginPolicy {
         let Some(origin) = headers.get(ORIGIN) else {
             return Ok(());
         };
-        let origin = origin
-            .to_str()
-            .map_err(|_| OriginRefusal::Origin)?
-            .to_ascii_lowercase();
-        if self
-            .allowed_origins
-            .iter()
-            .any(|o| o == "*" || *o == origin)
-        {
+        let origin = origin.to_str().map_err(|_| OriginRefusal::Origin)?.to_ascii_lowercase();
+        if self.allowed_origins.iter().any(|o| o == "*" || *o == origin) {
             return Ok(());
         }
         let origin_host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
         let same_host = host.as_deref().is_some_and(|h| h == origin_host);
         let local = self.loopback && LOOPBACK_NAMES.contains(&strip_port(origin_host));
-        if same_host || local {
-            Ok(())
-        } else {
-            Err(OriginRefusal::Origin)
-        }
+        if same_host || local { Ok(()) } else { Err(OriginRefusal::Origin) }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
         if !self.allowed_hosts.is_empty() {
-            return self
-                .allowed_hosts
-                .iter()
-                .any(|h| h == host || h == strip_port(host));
+            return self.allowed_hosts.iter().any(|h| h == host || h == strip_port(host));
         }
         !self.loopback || LOOPBACK_NAMES.contains(&strip_port(host))
     }
@@ -118,51 +93,21 @@ mod tests {
 
     #[test]
     fn loopback_listener_refuses_foreign_hosts_and_origins() {
-        let p = OriginPolicy::new(
-            &SecurityConfig::default(),
-            "127.0.0.1:8080".parse().unwrap(),
-        );
-        assert_eq!(
-            p.check(&headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"))),
-            Ok(())
-        );
+        let p = OriginPolicy::new(&SecurityConfig::default(), "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(p.check(&headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"))), Ok(()));
         assert_eq!(p.check(&headers("localhost:8080", None)), Ok(()));
-        assert_eq!(
-            p.check(&headers("[::1]:8080", Some("http://localhost:3000"))),
-            Ok(())
-        );
-        assert_eq!(
-            p.check(&headers(
-                "evil.example.com",
-                Some("http://evil.example.com")
-            )),
-            Err(OriginRefusal::Host)
-        );
-        assert_eq!(
-            p.check(&headers("127.0.0.1:8080", Some("http://evil.example.com"))),
-            Err(OriginRefusal::Origin)
-        );
+        assert_eq!(p.check(&headers("[::1]:8080", Some("http://localhost:3000"))), Ok(()));
+        assert_eq!(p.check(&headers("evil.example.com", Some("http://evil.example.com"))), Err(OriginRefusal::Host));
+        assert_eq!(p.check(&headers("127.0.0.1:8080", Some("http://evil.example.com"))), Err(OriginRefusal::Origin));
     }
 
     #[test]
     fn public_listener_checks_origin_against_host_and_list() {
-        let sec = SecurityConfig {
-            allowed_origins: vec!["https://app.example.com".into()],
-            ..Default::default()
-        };
+        let sec = SecurityConfig { allowed_origins: vec!["https://app.example.com".into()], ..Default::default() };
         let p = OriginPolicy::new(&sec, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(p.check(&headers("gw.example.com", None)), Ok(()));
-        assert_eq!(
-            p.check(&headers("gw.example.com", Some("https://app.example.com"))),
-            Ok(())
-        );
-        assert_eq!(
-            p.check(&headers("gw.example.com", Some("https://gw.example.com"))),
-            Ok(())
-        );
-        assert_eq!(
-            p.check(&headers("gw.example.com", Some("https://evil.example.com"))),
-            Err(OriginRefusal::Origin)
-        );
+        assert_eq!(p.check(&headers("gw.example.com", Some("https://app.example.com"))), Ok(()));
+        assert_eq!(p.check(&headers("gw.example.com", Some("https://gw.example.com"))), Ok(()));
+        assert_eq!(p.check(&headers("gw.example.com", Some("https://evil.example.com"))), Err(OriginRefusal::Origin));
     }
 }

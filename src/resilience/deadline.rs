@@ -1,32 +1,47 @@
-//! One overall deadline per request. When it passes, the inner future is dropped — which
-//! makes the upstream link send `notifications/cancelled` — and the caller gets
-//! [`GatewayError::Timeout`].
+//! One overall deadline per request, covering every attempt and backoff sleep.
+//!
+//! When it passes, the inner future is dropped — which makes the upstream link send
+//! `notifications/cancelled` — and the caller gets [`GatewayError::Timeout`]. For
+//! `tools/call`, each progress notification moves the deadline to at least
+//! now + `tool_idle`, never past `tool_max` from the start.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
+use crate::config::Timeouts;
 use crate::errors::GatewayError;
-use crate::upstream::Reply;
-use crate::upstream::service::UpstreamCall;
+use crate::upstream::service::{Abandon, UpstreamCall};
+use crate::upstream::{Activity, Reply};
 
-/// Applies [`Deadline`].
+/// Applies [`Deadline`] with one upstream's timeouts.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DeadlineLayer;
+pub struct DeadlineLayer {
+    timeouts: Timeouts,
+}
+
+impl DeadlineLayer {
+    /// A layer using these timeouts for progress extension.
+    pub fn new(timeouts: Timeouts) -> DeadlineLayer {
+        DeadlineLayer { timeouts }
+    }
+}
 
 impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
     fn layer(&self, inner: S) -> Deadline<S> {
-        Deadline { inner }
+        Deadline { inner, timeouts: self.timeouts }
     }
 }
 
-/// Bounds a call by its `timeout`.
+/// Bounds a call by its deadline.
 #[derive(Clone, Debug)]
 pub struct Deadline<S> {
     inner: S,
+    timeouts: Timeouts,
 }
 
 impl<S> Service<UpstreamCall> for Deadline<S>
@@ -42,14 +57,30 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: UpstreamCall) -> Self::Future {
-        let after = req.timeout;
+    fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
+        let activity = Arc::new(Activity::default());
+        req.call.related = req.call.related.clone().with_activity(Arc::clone(&activity));
+        let ctx = Arc::clone(&req.ctx);
+        ctx.set_deadline(ctx.started + req.timeout);
+        let extend_on_progress = req.tool.is_some();
+        let (idle, max) = (self.timeouts.tool_idle, self.timeouts.tool_max);
         let upstream = req.upstream.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {
-            match tokio::time::timeout(after, fut).await {
-                Ok(result) => result,
-                Err(_) => Err(GatewayError::Timeout { upstream, after }),
+            tokio::pin!(fut);
+            loop {
+                tokio::select! {
+                    result = &mut fut => return result,
+                    _ = tokio::time::sleep_until(ctx.deadline()) => {
+                        ctx.abandon(Abandon::DeadlineExpired);
+                        return Err(GatewayError::Timeout { upstream, after: ctx.deadline() - ctx.started });
+                    }
+                    _ = activity.next(), if extend_on_progress => {
+                        let now = tokio::time::Instant::now();
+                        let extended = ctx.deadline().max(now + idle).min(ctx.started + max);
+                        ctx.set_deadline(extended);
+                    }
+                }
             }
         })
     }
@@ -77,15 +108,10 @@ mod tests {
                 Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&serde_json::json!({}))))
             }
         });
-        let svc = DeadlineLayer.layer(inner);
+        let svc = DeadlineLayer::default().layer(inner);
         let started = tokio::time::Instant::now();
-        let err = svc
-            .oneshot(test_call(Duration::from_secs(2)))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, GatewayError::Timeout { after, .. } if after == Duration::from_secs(2))
-        );
+        let err = svc.oneshot(test_call(Duration::from_secs(2))).await.unwrap_err();
+        assert!(matches!(err, GatewayError::Timeout { after, .. } if after == Duration::from_secs(2)));
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
     }
@@ -100,19 +126,15 @@ mod tests {
     fn test_call(timeout: Duration) -> UpstreamCall {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let up: Arc<str> = Arc::from("u");
-        let link =
-            crate::upstream::Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests());
+        let link = crate::upstream::Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests());
         UpstreamCall {
             upstream: Arc::clone(&up),
             link,
-            call: Call {
-                method: "ping".into(),
-                params: None,
-                progress_token: None,
-                related: EventSink::new(up, tx),
-            },
+            call: Call { method: "ping".into(), params: None, progress_token: None, related: EventSink::new(up, tx) },
             timeout,
             tool: None,
+            idempotent: true,
+            ctx: crate::upstream::service::CallCtx::new(timeout),
         }
     }
 }

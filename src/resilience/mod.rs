@@ -1,3 +1,5 @@
 //! Resilience policies, each a tower layer over [`crate::upstream::service::UpstreamCall`].
 
 pub mod deadline;
+pub mod load_shed;
+pub mod retry;

@@ -28,16 +28,11 @@ impl Catalog {
 
     /// Remembers that `template` is served by `upstream`.
     pub fn learn_template(&mut self, template: &str, upstream: &Arc<str>) {
-        if self
-            .templates
-            .iter()
-            .any(|(t, u)| t == template && u == upstream)
-        {
+        if self.templates.iter().any(|(t, u)| t == template && u == upstream) {
             return;
         }
         if self.templates.len() < MAX_ENTRIES {
-            self.templates
-                .push((template.to_owned(), Arc::clone(upstream)));
+            self.templates.push((template.to_owned(), Arc::clone(upstream)));
         }
     }
 
@@ -50,10 +45,7 @@ impl Catalog {
         if let Some((_, up)) = self.templates.iter().find(|(t, _)| t == uri) {
             return Some(Arc::clone(up));
         }
-        self.templates
-            .iter()
-            .find(|(t, _)| uri_template::matches(t, uri))
-            .map(|(_, up)| Arc::clone(up))
+        self.templates.iter().find(|(t, _)| uri_template::matches(t, uri)).map(|(_, up)| Arc::clone(up))
     }
 }
 

@@ -22,9 +22,7 @@ pub fn decode(cursor: &str) -> Option<Cursors> {
     if cursor.len() > MAX_CURSOR {
         return None;
     }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
     let map: Cursors = serde_json::from_slice(&bytes).ok()?;
     (!map.is_empty()).then_some(map)
 }

@@ -35,6 +35,8 @@ pub struct RequestCtx<'a> {
     pub related: &'a mpsc::Sender<Tagged>,
     /// The upstream-side progress token already written into the params, if any.
     pub progress: Option<&'a Value>,
+    /// Fires when the client cancels the request.
+    pub cancel: &'a tokio_util::sync::CancellationToken,
 }
 
 /// Routes requests to upstreams.
@@ -55,26 +57,12 @@ struct ListKind {
 
 fn list_kind(method: &str) -> Option<ListKind> {
     Some(match method {
-        method::TOOLS_LIST => ListKind {
-            key: "tools",
-            capability: "tools",
-            prefix: true,
-        },
-        method::PROMPTS_LIST => ListKind {
-            key: "prompts",
-            capability: "prompts",
-            prefix: true,
-        },
-        method::RESOURCES_LIST => ListKind {
-            key: "resources",
-            capability: "resources",
-            prefix: false,
-        },
-        method::RESOURCE_TEMPLATES_LIST => ListKind {
-            key: "resourceTemplates",
-            capability: "resources",
-            prefix: false,
-        },
+        method::TOOLS_LIST => ListKind { key: "tools", capability: "tools", prefix: true },
+        method::PROMPTS_LIST => ListKind { key: "prompts", capability: "prompts", prefix: true },
+        method::RESOURCES_LIST => ListKind { key: "resources", capability: "resources", prefix: false },
+        method::RESOURCE_TEMPLATES_LIST => {
+            ListKind { key: "resourceTemplates", capability: "resources", prefix: false }
+        }
         _ => return None,
     })
 }
@@ -82,10 +70,7 @@ fn list_kind(method: &str) -> Option<ListKind> {
 impl Router {
     /// A router over these upstreams.
     pub fn new(upstreams: Arc<Upstreams>, separator: String) -> Router {
-        Router {
-            upstreams,
-            separator,
-        }
+        Router { upstreams, separator }
     }
 
     /// The upstreams.
@@ -119,17 +104,11 @@ impl Router {
             return self.list(ctx, method, &kind, params).await;
         }
         match method {
-            method::TOOLS_CALL => {
-                self.by_name(ctx, method, params, GatewayError::UnknownTool)
-                    .await
+            method::TOOLS_CALL => self.by_name(ctx, method, params, GatewayError::UnknownTool).await,
+            method::PROMPTS_GET => self.by_name(ctx, method, params, GatewayError::UnknownPrompt).await,
+            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
+                self.by_uri(ctx, method, params).await
             }
-            method::PROMPTS_GET => {
-                self.by_name(ctx, method, params, GatewayError::UnknownPrompt)
-                    .await
-            }
-            method::RESOURCES_READ
-            | method::RESOURCES_SUBSCRIBE
-            | method::RESOURCES_UNSUBSCRIBE => self.by_uri(ctx, method, params).await,
             method::COMPLETION_COMPLETE => self.completion(ctx, params).await,
             method::LOGGING_SET_LEVEL => self.broadcast(ctx, method, params, "logging").await,
             _ => self.unknown_method(ctx, method, params).await,
@@ -137,17 +116,11 @@ impl Router {
     }
 
     fn handle(&self, name: &str) -> Result<&Arc<UpstreamHandle>, GatewayError> {
-        self.upstreams
-            .get(name)
-            .ok_or_else(|| GatewayError::Internal(format!("no upstream named {name:?}")))
+        self.upstreams.get(name).ok_or_else(|| GatewayError::Internal(format!("no upstream named {name:?}")))
     }
 
     /// The session's link to an upstream, connecting (again) if it is down.
-    pub async fn link(
-        &self,
-        session: &Arc<Session>,
-        handle: &UpstreamHandle,
-    ) -> Result<Link, GatewayError> {
+    pub async fn link(&self, session: &Arc<Session>, handle: &UpstreamHandle) -> Result<Link, GatewayError> {
         if let Some(Slot::Up(link)) = session.slot(&handle.name) {
             return Ok(link);
         }
@@ -162,10 +135,7 @@ impl Router {
             }
             Err(e) => {
                 session.set_slot(&handle.name, Slot::Down(e.to_string()));
-                Err(GatewayError::Unavailable {
-                    upstream: Arc::clone(&handle.name),
-                    reason: e.to_string(),
-                })
+                Err(GatewayError::Unavailable { upstream: Arc::clone(&handle.name), reason: e.to_string() })
             }
         }
     }
@@ -194,25 +164,28 @@ impl Router {
         let tool = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
             .flatten();
-        let timeout = if method == method::TOOLS_CALL {
-            handle.timeouts.tool_call
-        } else {
-            handle.timeouts.request
-        };
+        let timeout = handle.policy.timeout(method, tool.as_deref());
         let call = Call {
             method: method.to_owned(),
             params,
             progress_token: ctx.progress.cloned(),
             related: EventSink::new(Arc::clone(&handle.name), ctx.related.clone()),
         };
+        let learn = method == method::TOOLS_LIST;
         let req = UpstreamCall {
             upstream: Arc::clone(&handle.name),
             link,
             call,
             timeout,
+            idempotent: handle.policy.is_idempotent(method, tool.as_deref()),
             tool,
+            ctx: crate::upstream::service::CallCtx::for_client(timeout, Some(ctx.cancel.clone())),
         };
-        handle.service.clone().oneshot(req).await
+        let reply = handle.service.clone().oneshot(req).await;
+        if let (true, Ok(Ok(result))) = (learn, &reply) {
+            handle.policy.catalog.learn(result);
+        }
+        reply
     }
 
     /// `tools/call`, `prompts/get`: the prefix of `params.name` names the upstream.
@@ -232,8 +205,7 @@ impl Router {
             .to_owned();
         let (handle, local) = self.split(&name).ok_or_else(|| unknown(name.clone()))?;
         map.insert("name".into(), Value::String(local.to_owned()));
-        self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map)))
-            .await
+        self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map))).await
     }
 
     /// Splits `<upstream><sep><name>`.
@@ -281,9 +253,7 @@ impl Router {
         let loaded = crate::upstream::lock(&ctx.session.catalog).templates_loaded;
         if !loaded {
             let kind = list_kind(method::RESOURCE_TEMPLATES_LIST)?;
-            let _ = self
-                .list(ctx, method::RESOURCE_TEMPLATES_LIST, &kind, None)
-                .await;
+            let _ = self.list(ctx, method::RESOURCE_TEMPLATES_LIST, &kind, None).await;
             crate::upstream::lock(&ctx.session.catalog).templates_loaded = true;
             let name = crate::upstream::lock(&ctx.session.catalog).resolve(uri)?;
             return self.upstreams.get(&name).cloned();
@@ -292,54 +262,26 @@ impl Router {
     }
 
     /// `completion/complete`: routed by its prompt or resource ref.
-    async fn completion(
-        &self,
-        ctx: &RequestCtx<'_>,
-        params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    async fn completion(&self, ctx: &RequestCtx<'_>, params: Option<Box<RawValue>>) -> Result<Reply, GatewayError> {
         let mut map = meta::params_object(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params must be an object".into()))?;
         let Some(Value::Object(reference)) = map.get_mut("ref") else {
-            return Err(GatewayError::InvalidParams(
-                "params.ref must be an object".into(),
-            ));
+            return Err(GatewayError::InvalidParams("params.ref must be an object".into()));
         };
         match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
-                let name = reference
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let (handle, local) = self
-                    .split(&name)
-                    .ok_or(GatewayError::UnknownPrompt(name.clone()))?;
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let (handle, local) = self.split(&name).ok_or(GatewayError::UnknownPrompt(name.clone()))?;
                 let handle = Arc::clone(handle);
                 reference.insert("name".into(), Value::String(local.to_owned()));
-                self.forward(
-                    ctx,
-                    &handle,
-                    method::COMPLETION_COMPLETE,
-                    Some(jsonrpc::to_raw(&map)),
-                )
-                .await
+                self.forward(ctx, &handle, method::COMPLETION_COMPLETE, Some(jsonrpc::to_raw(&map))).await
             }
             Some("ref/resource") => {
-                let uri = reference
-                    .get("uri")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let handle = self
-                    .resolve_uri(ctx, &uri)
-                    .await
-                    .ok_or(GatewayError::ResourceNotFound(uri))?;
-                self.forward(ctx, &handle, method::COMPLETION_COMPLETE, params)
-                    .await
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let handle = self.resolve_uri(ctx, &uri).await.ok_or(GatewayError::ResourceNotFound(uri))?;
+                self.forward(ctx, &handle, method::COMPLETION_COMPLETE, params).await
             }
-            _ => Err(GatewayError::InvalidParams(
-                "params.ref.type must be ref/prompt or ref/resource".into(),
-            )),
+            _ => Err(GatewayError::InvalidParams("params.ref.type must be ref/prompt or ref/resource".into())),
         }
     }
 
@@ -352,9 +294,7 @@ impl Router {
         capability: &str,
     ) -> Result<Reply, GatewayError> {
         let targets = self.with_capability(ctx, capability).await;
-        let calls = targets
-            .iter()
-            .map(|h| self.forward(ctx, h, method, params.clone()));
+        let calls = targets.iter().map(|h| self.forward(ctx, h, method, params.clone()));
         let results = futures::future::join_all(calls).await;
         let mut first_failure = None;
         for result in results {
@@ -410,16 +350,11 @@ impl Router {
                 map.insert("name".into(), Value::String(local));
             }
         }
-        self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map)))
-            .await
+        self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map))).await
     }
 
     /// The session's upstreams (connected, or connectable now) that declare a capability.
-    async fn with_capability(
-        &self,
-        ctx: &RequestCtx<'_>,
-        capability: &str,
-    ) -> Vec<Arc<UpstreamHandle>> {
+    async fn with_capability(&self, ctx: &RequestCtx<'_>, capability: &str) -> Vec<Arc<UpstreamHandle>> {
         let mut out = Vec::new();
         for handle in self.upstreams.iter() {
             let Ok(link) = self.link(ctx.session, handle).await else {
@@ -442,15 +377,11 @@ impl Router {
     ) -> Result<Reply, GatewayError> {
         let mut base = meta::params_object(params.as_deref()).unwrap_or_default();
         let targets: Vec<(Arc<UpstreamHandle>, Option<String>)> = match base.remove("cursor") {
-            None | Some(Value::Null) => self
-                .with_capability(ctx, kind.capability)
-                .await
-                .into_iter()
-                .map(|h| (h, None))
-                .collect(),
+            None | Some(Value::Null) => {
+                self.with_capability(ctx, kind.capability).await.into_iter().map(|h| (h, None)).collect()
+            }
             Some(Value::String(c)) => {
-                let cursors = cursor::decode(&c)
-                    .ok_or_else(|| GatewayError::InvalidParams("invalid cursor".into()))?;
+                let cursors = cursor::decode(&c).ok_or_else(|| GatewayError::InvalidParams("invalid cursor".into()))?;
                 let mut targets = Vec::new();
                 for (name, upstream_cursor) in cursors {
                     let handle = self
@@ -462,9 +393,7 @@ impl Router {
                 targets
             }
             Some(_) => {
-                return Err(GatewayError::InvalidParams(
-                    "cursor must be a string".into(),
-                ));
+                return Err(GatewayError::InvalidParams("cursor must be a string".into()));
             }
         };
         let calls = targets.iter().map(|(handle, upstream_cursor)| {

@@ -20,11 +20,7 @@ fn parse(template: &str) -> Option<Vec<Part<'_>>> {
             Some(0) => {
                 let end = rest.find('}')?;
                 let body = &rest[1..end];
-                let op = body
-                    .chars()
-                    .next()
-                    .filter(|c| "+#./;?&".contains(*c))
-                    .unwrap_or('\0');
+                let op = body.chars().next().filter(|c| "+#./;?&".contains(*c)).unwrap_or('\0');
                 parts.push(Part::Expr(op));
                 rest = &rest[end + 1..];
             }
@@ -57,9 +53,7 @@ fn match_parts(parts: &[Part<'_>], s: &str) -> bool {
         return s.is_empty();
     };
     match first {
-        Part::Literal(l) => s
-            .strip_prefix(l)
-            .is_some_and(|tail| match_parts(rest, tail)),
+        Part::Literal(l) => s.strip_prefix(l).is_some_and(|tail| match_parts(rest, tail)),
         Part::Expr(op) => {
             // Try every split point where the consumed piece is a valid expansion.
             let mut ends: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
@@ -90,15 +84,9 @@ mod tests {
         assert!(matches("demo://echo/{text}", "demo://echo/hello"));
         assert!(!matches("demo://echo/{text}", "demo://echo/a/b"));
         assert!(matches("file:///{+path}", "file:///etc/hosts"));
-        assert!(matches(
-            "test://static/resource/{id}",
-            "test://static/resource/12"
-        ));
+        assert!(matches("test://static/resource/{id}", "test://static/resource/12"));
         assert!(!matches("test://static/resource/{id}", "test://other/12"));
-        assert!(matches(
-            "api://items{?page,size}",
-            "api://items?page=2&size=3"
-        ));
+        assert!(matches("api://items{?page,size}", "api://items?page=2&size=3"));
         assert!(matches("api://items{?page}", "api://items"));
         assert!(matches("x://{a}/{b}", "x://1/2"));
         assert!(!matches("x://{a}/{b}", "x://1"));

@@ -77,12 +77,7 @@ static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 impl Session {
     /// A new session with a fresh unguessable id; starts the task that relays upstream
     /// events not tied to a request into the client's GET stream.
-    pub fn new(
-        scope: Scope,
-        version: String,
-        client_capabilities: Value,
-        client_info: Value,
-    ) -> Arc<Session> {
+    pub fn new(scope: Scope, version: String, client_capabilities: Value, client_info: Value) -> Arc<Session> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_BUFFER);
         let session = Arc::new(Session {
@@ -189,10 +184,7 @@ impl Session {
     /// queue is full, so a client that never reads cannot grow memory.
     pub fn push_outbox(&self, message: String) {
         if self.outbox_tx.try_send(message).is_err() {
-            tracing::warn!(
-                session = self.key,
-                "dropped a message for the client: its GET stream queue is full"
-            );
+            tracing::warn!(session = self.key, "dropped a message for the client: its GET stream queue is full");
         }
     }
 

@@ -23,11 +23,7 @@ pub struct ProgressMap {
 
 /// Maps one upstream event to the message the client sees; `None` when it must not
 /// reach the client (progress for a request that is not this one, unknown cancellations).
-pub fn to_client(
-    session: &Session,
-    tagged: Tagged,
-    progress: Option<&ProgressMap>,
-) -> Option<String> {
+pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMap>) -> Option<String> {
     match tagged.event {
         UpstreamEvent::Notification(n) if n.method == method::PROGRESS => {
             let map = progress?;
@@ -44,15 +40,10 @@ pub fn to_client(
             let upstream_id = Id::from_value(&p.request_id)?;
             let client_id = session.server_request_client_id(&tagged.upstream, &upstream_id)?;
             session.take_server_request(&client_id);
-            let params = meta::cancelled_params(
-                &client_id,
-                p.reason.as_deref().unwrap_or("cancelled by the server"),
-            );
+            let params = meta::cancelled_params(&client_id, p.reason.as_deref().unwrap_or("cancelled by the server"));
             Some(jsonrpc::encode_notification(&n.method, Some(&params)))
         }
-        UpstreamEvent::Notification(n) => {
-            Some(jsonrpc::encode_notification(&n.method, n.params.as_deref()))
-        }
+        UpstreamEvent::Notification(n) => Some(jsonrpc::encode_notification(&n.method, n.params.as_deref())),
         UpstreamEvent::Request(r) => {
             let id = session.register_server_request(Arc::clone(&tagged.upstream), r.id);
             Some(jsonrpc::encode_request(&id, &r.method, r.params.as_deref()))

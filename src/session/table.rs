@@ -29,11 +29,7 @@ pub struct TableFull(pub usize);
 impl SessionTable {
     /// An empty table.
     pub fn new(max: usize, idle_timeout: Duration) -> SessionTable {
-        SessionTable {
-            sessions: std::sync::RwLock::new(HashMap::new()),
-            max,
-            idle_timeout,
-        }
+        SessionTable { sessions: std::sync::RwLock::new(HashMap::new()), max, idle_timeout }
     }
 
     /// Whether another session fits.
@@ -43,10 +39,7 @@ impl SessionTable {
 
     /// Adds a session.
     pub fn insert(&self, session: Arc<Session>) -> Result<(), TableFull> {
-        let mut map = self
-            .sessions
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if map.len() >= self.max {
             return Err(TableFull(self.max));
         }
@@ -56,10 +49,7 @@ impl SessionTable {
 
     /// Looks a session up and marks it used.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let map = self
-            .sessions
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let session = map.get(id).cloned()?;
         session.touch();
         Some(session)
@@ -67,19 +57,13 @@ impl SessionTable {
 
     /// Removes a session.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        self.sessions
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(id)
+        self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id)
     }
 
     /// Removes and returns sessions idle for longer than the idle timeout (and with
     /// nothing in flight).
     pub fn reap_idle(&self) -> Vec<Arc<Session>> {
-        let mut map = self
-            .sessions
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         let idle: Vec<String> = map
             .values()
             .filter(|s| s.inflight() == 0 && s.last_seen().elapsed() > self.idle_timeout)
@@ -90,20 +74,12 @@ impl SessionTable {
 
     /// Removes every session (shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
-        self.sessions
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .drain()
-            .map(|(_, s)| s)
-            .collect()
+        self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, s)| s).collect()
     }
 
     /// Number of live sessions.
     pub fn len(&self) -> usize {
-        self.sessions
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
+        self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
     /// Whether there are none.

@@ -47,19 +47,12 @@ pub enum UpstreamError {
 impl UpstreamError {
     /// Whether the upstream may have received (and acted on) the request.
     pub fn may_have_reached(&self) -> bool {
-        !matches!(
-            self,
-            UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_)
-        )
+        !matches!(self, UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_))
     }
 
     /// Classifies a reqwest error: a connect failure never reached the upstream.
     pub fn from_reqwest(e: &reqwest::Error) -> UpstreamError {
-        if e.is_connect() {
-            UpstreamError::Connect(describe(e))
-        } else {
-            UpstreamError::Io(describe(e))
-        }
+        if e.is_connect() { UpstreamError::Connect(describe(e)) } else { UpstreamError::Io(describe(e)) }
     }
 }
 

@@ -9,10 +9,7 @@ use futures::{Stream, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::task::AbortHandle;
 
-use super::{
-    Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent,
-    fresh_id, lock,
-};
+use super::{Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent, fresh_id, lock};
 use crate::jsonrpc::{self, Id, Message, Notification};
 use crate::mcp::{meta, method};
 use crate::sse;
@@ -46,23 +43,14 @@ impl HttpUpstream {
     ) -> anyhow::Result<HttpUpstream> {
         let mut map = HeaderMap::new();
         for (k, v) in headers {
-            map.insert(
-                HeaderName::from_bytes(k.as_bytes())?,
-                HeaderValue::from_str(v)?,
-            );
+            map.insert(HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
         }
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
             .build()?;
-        Ok(HttpUpstream {
-            name: Arc::from(name),
-            client,
-            url: url.to_owned(),
-            headers: map,
-            max_message_bytes,
-        })
+        Ok(HttpUpstream { name: Arc::from(name), client, url: url.to_owned(), headers: map, max_message_bytes })
     }
 }
 
@@ -98,10 +86,7 @@ enum Outcome {
 
 impl HttpLink {
     /// Opens a session: initialize handshake, then the standalone GET stream.
-    pub async fn connect(
-        up: Arc<HttpUpstream>,
-        init_params: InitParams,
-    ) -> Result<Arc<HttpLink>, UpstreamError> {
+    pub async fn connect(up: Arc<HttpUpstream>, init_params: InitParams) -> Result<Arc<HttpLink>, UpstreamError> {
         let link = Arc::new(HttpLink {
             up,
             shared: LinkShared::default(),
@@ -126,31 +111,17 @@ impl HttpLink {
 
     async fn handshake(self: &Arc<Self>) -> Result<(), UpstreamError> {
         let id = fresh_id();
-        let body =
-            jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
-        let resp = self
-            .post(body, &SessionState::default())
-            .await
-            .map_err(handshake_error)?;
-        let session_id = resp
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let reply = match self
-            .read_answer(resp, &id, None, &SessionState::default())
-            .await
-        {
+        let body = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
+        let resp = self.post(body, &SessionState::default()).await.map_err(handshake_error)?;
+        let session_id = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let reply = match self.read_answer(resp, &id, None, &SessionState::default()).await {
             Ok(Outcome::Reply(reply)) => reply,
             Ok(_) => return Err(UpstreamError::Handshake("no answer to initialize".into())),
             Err(e) => return Err(handshake_error(e)),
         };
-        let result = reply.map_err(|err| {
-            UpstreamError::Handshake(format!("initialize refused: {}", err.get()))
-        })?;
-        let init = InitResult::parse(result).ok_or_else(|| {
-            UpstreamError::Handshake("initialize result lacks protocolVersion".into())
-        })?;
+        let result = reply.map_err(|err| UpstreamError::Handshake(format!("initialize refused: {}", err.get())))?;
+        let init = InitResult::parse(result)
+            .ok_or_else(|| UpstreamError::Handshake("initialize result lacks protocolVersion".into()))?;
         let snapshot = {
             let mut st = lock(&self.state);
             st.session_id = session_id;
@@ -178,31 +149,21 @@ impl HttpLink {
             return Ok(());
         }
         tracing::info!(upstream = %self.up.name, "upstream session expired; re-initialising");
-        self.handshake()
-            .await
-            .map_err(|e| UpstreamError::SessionLost(e.to_string()))
+        self.handshake().await.map_err(|e| UpstreamError::SessionLost(e.to_string()))
     }
 
     /// Sends a request and waits for its answer.
     pub async fn call(self: &Arc<Self>, call: Call) -> Result<Reply, UpstreamError> {
-        let _progress = call
-            .progress_token
-            .as_ref()
-            .map(|t| self.shared.progress.register(t, call.related.clone()));
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.related.clone()));
         let mut reinitialised = false;
         loop {
             let state = self.snapshot();
             let id = fresh_id();
             let body = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
-            let mut guard = CancelGuard {
-                link: Arc::downgrade(self),
-                id: id.clone(),
-                armed: true,
-            };
+            let mut guard = CancelGuard { link: Arc::downgrade(self), id: id.clone(), armed: true };
             let outcome = async {
                 let resp = self.post(body, &state).await?;
-                self.read_answer(resp, &id, Some(&call.related), &state)
-                    .await
+                self.read_answer(resp, &id, Some(&call.related), &state).await
             }
             .await;
             match outcome {
@@ -217,15 +178,11 @@ impl HttpLink {
                 }
                 Ok(Outcome::SessionExpired) => {
                     guard.armed = false;
-                    return Err(UpstreamError::SessionLost(
-                        "the upstream rejected a fresh session".into(),
-                    ));
+                    return Err(UpstreamError::SessionLost("the upstream rejected a fresh session".into()));
                 }
                 Ok(Outcome::Accepted) => {
                     guard.armed = false;
-                    return Err(UpstreamError::Protocol(
-                        "the upstream accepted a request without answering it".into(),
-                    ));
+                    return Err(UpstreamError::Protocol("the upstream accepted a request without answering it".into()));
                 }
                 Err(e) => {
                     guard.armed = e.may_have_reached();
@@ -254,9 +211,7 @@ impl HttpLink {
         if status.is_success() {
             Ok(())
         } else if status == http::StatusCode::NOT_FOUND && state.session_id.is_some() {
-            Err(UpstreamError::SessionLost(
-                "the upstream no longer knows this session".into(),
-            ))
+            Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()))
         } else {
             Err(status_error(&resp))
         }
@@ -272,12 +227,7 @@ impl HttpLink {
         }
         let state = self.snapshot();
         if let Some(sid) = state.session_id {
-            let req = self
-                .up
-                .client
-                .delete(&self.up.url)
-                .headers(self.up.headers.clone())
-                .header(SESSION_HEADER, sid);
+            let req = self.up.client.delete(&self.up.url).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
             let req = match &state.version {
                 Some(v) => req.header(VERSION_HEADER, v),
                 None => req,
@@ -288,11 +238,7 @@ impl HttpLink {
         }
     }
 
-    async fn post(
-        &self,
-        body: String,
-        state: &SessionState,
-    ) -> Result<reqwest::Response, UpstreamError> {
+    async fn post(&self, body: String, state: &SessionState) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .up
             .client
@@ -306,23 +252,12 @@ impl HttpLink {
         if let Some(v) = &state.version {
             req = req.header(VERSION_HEADER, v);
         }
-        req.body(body)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::from_reqwest(&e))
+        req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))
     }
 
-    async fn get(
-        &self,
-        state: &SessionState,
-        last_event_id: Option<&str>,
-    ) -> Result<reqwest::Response, UpstreamError> {
-        let mut req = self
-            .up
-            .client
-            .get(&self.up.url)
-            .headers(self.up.headers.clone())
-            .header(ACCEPT, "text/event-stream");
+    async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<reqwest::Response, UpstreamError> {
+        let mut req =
+            self.up.client.get(&self.up.url).headers(self.up.headers.clone()).header(ACCEPT, "text/event-stream");
         if let Some(sid) = &state.session_id {
             req = req.header(SESSION_HEADER, sid);
         }
@@ -332,9 +267,7 @@ impl HttpLink {
         if let Some(last) = last_event_id {
             req = req.header(LAST_EVENT_ID, last);
         }
-        req.send()
-            .await
-            .map_err(|e| UpstreamError::from_reqwest(&e))
+        req.send().await.map_err(|e| UpstreamError::from_reqwest(&e))
     }
 
     /// Reads the answer to a POSTed request: a JSON body, or an SSE stream carrying related
@@ -356,12 +289,8 @@ impl HttpLink {
         if !status.is_success() {
             return Err(status_error(&resp));
         }
-        let content_type = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let content_type =
+            resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
             return self.read_stream(resp, id, related, state).await;
         }
@@ -375,16 +304,11 @@ impl HttpLink {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Outcome::Accepted);
         }
-        let text = std::str::from_utf8(&body)
-            .map_err(|_| UpstreamError::Protocol("answer is not UTF-8".into()))?;
+        let text = std::str::from_utf8(&body).map_err(|_| UpstreamError::Protocol("answer is not UTF-8".into()))?;
         match jsonrpc::decode(text) {
             Ok(Message::Response(r)) if &r.id == id => Ok(Outcome::Reply(r.body)),
-            Ok(_) => Err(UpstreamError::Protocol(
-                "the JSON answer is not the response to the request".into(),
-            )),
-            Err(e) => Err(UpstreamError::Protocol(format!(
-                "invalid JSON-RPC answer: {e}"
-            ))),
+            Ok(_) => Err(UpstreamError::Protocol("the JSON answer is not the response to the request".into())),
+            Err(e) => Err(UpstreamError::Protocol(format!("invalid JSON-RPC answer: {e}"))),
         }
     }
 
@@ -398,10 +322,7 @@ impl HttpLink {
         let mut last_event_id: Option<String> = None;
         let mut retry = Duration::ZERO;
         let mut idle_resumes = 0;
-        let mut stream = Box::pin(sse::decode_stream(
-            resp.bytes_stream(),
-            self.up.max_message_bytes,
-        ));
+        let mut stream = Box::pin(sse::decode_stream(resp.bytes_stream(), self.up.max_message_bytes));
         loop {
             let mut saw_event = false;
             while let Some(event) = stream.next().await {
@@ -422,25 +343,18 @@ impl HttpLink {
             }
             // The stream ended without our answer: resume it if the upstream gave event ids.
             let Some(last) = last_event_id.as_deref() else {
-                return Err(UpstreamError::Io(
-                    "the upstream closed the stream before answering".into(),
-                ));
+                return Err(UpstreamError::Io("the upstream closed the stream before answering".into()));
             };
             idle_resumes = if saw_event { 0 } else { idle_resumes + 1 };
             if idle_resumes > MAX_IDLE_RESUMES {
-                return Err(UpstreamError::Io(
-                    "the upstream stream keeps closing without answering".into(),
-                ));
+                return Err(UpstreamError::Io("the upstream stream keeps closing without answering".into()));
             }
             tokio::time::sleep(retry).await;
             let resp = self.get(state, Some(last)).await?;
             if !resp.status().is_success() {
                 return Err(status_error(&resp));
             }
-            stream = Box::pin(sse::decode_stream(
-                resp.bytes_stream(),
-                self.up.max_message_bytes,
-            ));
+            stream = Box::pin(sse::decode_stream(resp.bytes_stream(), self.up.max_message_bytes));
         }
     }
 
@@ -463,9 +377,7 @@ impl HttpLink {
             Ok(Message::Request(r)) if r.method == method::PING => {
                 let link = Arc::clone(self);
                 tokio::spawn(async move {
-                    let _ = link
-                        .respond(r.id, Ok(jsonrpc::to_raw(&serde_json::json!({}))))
-                        .await;
+                    let _ = link.respond(r.id, Ok(jsonrpc::to_raw(&serde_json::json!({})))).await;
                 });
             }
             Ok(Message::Request(r)) => self.deliver(UpstreamEvent::Request(r), related),
@@ -582,10 +494,7 @@ fn status_error(resp: &reqwest::Response) -> UpstreamError {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    UpstreamError::HttpStatus {
-        status: resp.status().as_u16(),
-        retry_after,
-    }
+    UpstreamError::HttpStatus { status: resp.status().as_u16(), retry_after }
 }
 
 /// Reads a body, refusing more than `limit` bytes.
@@ -594,11 +503,7 @@ async fn read_bounded(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u
         return Err(UpstreamError::TooLarge { limit });
     }
     let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| UpstreamError::from_reqwest(&e))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| UpstreamError::from_reqwest(&e))? {
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::TooLarge { limit });
         }

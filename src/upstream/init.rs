@@ -70,11 +70,7 @@ impl InitResult {
         let v: InitView = serde_json::from_str(raw.get()).ok()?;
         Some(InitResult {
             protocol_version: v.protocol_version,
-            capabilities: if v.capabilities.is_object() {
-                v.capabilities
-            } else {
-                json!({})
-            },
+            capabilities: if v.capabilities.is_object() { v.capabilities } else { json!({}) },
             server_info: v.server_info,
             instructions: v.instructions,
             raw,
@@ -83,8 +79,6 @@ impl InitResult {
 
     /// Whether the server declared a capability (`tools`, `prompts`, `resources`, ...).
     pub fn has(&self, capability: &str) -> bool {
-        self.capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
+        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
     }
 }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod init;
 pub mod registry;
 pub mod service;
+pub mod settings;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -47,17 +48,57 @@ pub struct Tagged {
     pub event: UpstreamEvent,
 }
 
-/// Where upstream events go: a channel, and the name of the upstream sending into it.
+/// Where upstream events go: a channel, the name of the upstream sending into it, and
+/// optionally an [`Activity`] that counts them.
 #[derive(Debug, Clone)]
 pub struct EventSink {
     upstream: Arc<str>,
     tx: mpsc::Sender<Tagged>,
+    activity: Option<Arc<Activity>>,
 }
 
 impl EventSink {
     /// A sink that tags events with `upstream`.
     pub fn new(upstream: Arc<str>, tx: mpsc::Sender<Tagged>) -> EventSink {
-        EventSink { upstream, tx }
+        EventSink { upstream, tx, activity: None }
+    }
+
+    /// The same sink, also counting its events in `activity`.
+    pub fn with_activity(mut self, activity: Arc<Activity>) -> EventSink {
+        self.activity = Some(activity);
+        self
+    }
+
+    /// The activity counter, if any.
+    pub fn activity(&self) -> Option<&Arc<Activity>> {
+        self.activity.as_ref()
+    }
+}
+
+/// Counts what an upstream says about one call (progress, logging, server requests),
+/// so the deadline can be extended on progress and the retry layer knows whether
+/// anything reached the client.
+#[derive(Debug, Default)]
+pub struct Activity {
+    count: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl Activity {
+    /// Records one event.
+    pub fn poke(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Events seen so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Resolves at the next event (or at once if one arrived since the last wait).
+    pub async fn next(&self) {
+        self.notify.notified().await
     }
 }
 
@@ -178,20 +219,17 @@ impl LinkShared {
 
     /// Delivers an event that arrived on a call's own stream.
     pub fn deliver_related(&self, related: &EventSink, event: UpstreamEvent) {
-        let sink = self
-            .progress
-            .route(&event)
-            .unwrap_or_else(|| related.clone());
+        let sink = self.progress.route(&event).unwrap_or_else(|| related.clone());
         send_event(&sink, event);
     }
 }
 
 /// Sends without waiting; a full or closed sink drops the event with a log line.
 pub fn send_event(sink: &EventSink, event: UpstreamEvent) {
-    if let Err(e) = sink.tx.try_send(Tagged {
-        upstream: Arc::clone(&sink.upstream),
-        event,
-    }) {
+    if let Some(activity) = &sink.activity {
+        activity.poke();
+    }
+    if let Err(e) = sink.tx.try_send(Tagged { upstream: Arc::clone(&sink.upstream), event }) {
         tracing::debug!(error = %e, "dropped an upstream event: the receiver is gone or full");
     }
 }
@@ -241,10 +279,7 @@ impl ProgressRoutes {
     pub fn register(self: &Arc<Self>, token: &Value, sink: EventSink) -> ProgressGuard {
         let key = meta::token_key(token);
         lock(&self.routes).insert(key.clone(), sink);
-        ProgressGuard {
-            routes: Arc::clone(self),
-            key,
-        }
+        ProgressGuard { routes: Arc::clone(self), key }
     }
 
     fn route(&self, event: &UpstreamEvent) -> Option<EventSink> {
@@ -255,9 +290,7 @@ impl ProgressRoutes {
             return None;
         }
         let p: meta::ProgressParams = crate::jsonrpc::view(n.params.as_deref())?;
-        lock(&self.routes)
-            .get(&meta::token_key(&p.progress_token))
-            .cloned()
+        lock(&self.routes).get(&meta::token_key(&p.progress_token)).cloned()
     }
 }
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::http::{HttpLink, HttpUpstream};
 use super::service::UpstreamService;
+use super::settings::UpstreamSettings;
 use super::stdio::{StdioLink, StdioUpstream};
 use super::{InitParams, Link, UpstreamError};
-use crate::config::Timeouts;
 
 /// How an upstream is reached.
 pub enum Transport {
@@ -25,8 +25,8 @@ pub struct UpstreamHandle {
     pub name: Arc<str>,
     /// How it is reached.
     pub transport: Transport,
-    /// Its timeouts (defaults with per-upstream overrides applied).
-    pub timeouts: Timeouts,
+    /// Its settings (defaults with per-upstream overrides applied) and tool catalog.
+    pub policy: UpstreamSettings,
     /// The request stack in front of it.
     pub service: UpstreamService,
 }
@@ -38,20 +38,18 @@ impl UpstreamHandle {
         match &self.transport {
             Transport::Http(up) => {
                 let connect = HttpLink::connect(Arc::clone(up), init.clone());
-                match tokio::time::timeout(self.timeouts.connect, connect).await {
+                match tokio::time::timeout(self.policy.timeouts.connect, connect).await {
                     Ok(link) => link.map(Link::Http),
-                    Err(_) => Err(UpstreamError::Handshake(
-                        "no answer to initialize in time".into(),
-                    )),
+                    Err(_) => Err(UpstreamError::Handshake("no answer to initialize in time".into())),
                 }
             }
             Transport::SharedStdio(link) => {
                 link.wait_ready().await?;
                 Ok(Link::Stdio(Arc::clone(link)))
             }
-            Transport::PerSessionStdio(up) => StdioLink::start(Arc::clone(up), init.clone(), true)
-                .await
-                .map(Link::Stdio),
+            Transport::PerSessionStdio(up) => {
+                StdioLink::start(Arc::clone(up), init.clone(), true).await.map(Link::Stdio)
+            }
         }
     }
 
@@ -81,8 +79,7 @@ impl Upstreams {
     /// Adds an upstream.
     pub fn push(&mut self, handle: UpstreamHandle) {
         let handle = Arc::new(handle);
-        self.by_name
-            .insert(Arc::clone(&handle.name), Arc::clone(&handle));
+        self.by_name.insert(Arc::clone(&handle.name), Arc::clone(&handle));
         self.ordered.push(handle);
     }
 

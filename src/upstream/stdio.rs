@@ -16,10 +16,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{
-    Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent,
-    fresh_id, lock,
-};
+use super::{Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent, fresh_id, lock};
 use crate::jsonrpc::{self, Id, Message, Notification};
 use crate::mcp::{meta, method};
 
@@ -89,11 +86,7 @@ pub struct StdioLink {
 
 impl StdioLink {
     /// Starts the supervisor; the process starts and restarts in the background.
-    pub fn spawn(
-        up: Arc<StdioUpstream>,
-        init_params: InitParams,
-        offers_client_features: bool,
-    ) -> Arc<StdioLink> {
+    pub fn spawn(up: Arc<StdioUpstream>, init_params: InitParams, offers_client_features: bool) -> Arc<StdioLink> {
         let link = Arc::new(StdioLink {
             up,
             shared: LinkShared::default(),
@@ -170,16 +163,12 @@ impl StdioLink {
                 match &*rx.borrow_and_update() {
                     ProcState::Ready(p) => return Ok(Arc::clone(p)),
                     ProcState::Closed => {
-                        return Err(UpstreamError::NotRunning(
-                            "the upstream is shut down".into(),
-                        ));
+                        return Err(UpstreamError::NotRunning("the upstream is shut down".into()));
                     }
                     ProcState::Starting | ProcState::Down(_) => {}
                 }
                 if rx.changed().await.is_err() {
-                    return Err(UpstreamError::NotRunning(
-                        "the upstream supervisor stopped".into(),
-                    ));
+                    return Err(UpstreamError::NotRunning("the upstream supervisor stopped".into()));
                 }
             }
         };
@@ -195,31 +184,16 @@ impl StdioLink {
     /// Sends a request and waits for its answer.
     pub async fn call(self: &Arc<Self>, call: Call) -> Result<Reply, UpstreamError> {
         let proc = self.ready().await?;
-        let _progress = call
-            .progress_token
-            .as_ref()
-            .map(|t| self.shared.progress.register(t, call.related.clone()));
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.related.clone()));
         let id = fresh_id();
         let (tx, rx) = oneshot::channel();
-        lock(&proc.pending).insert(
-            id.clone(),
-            Pending {
-                tx,
-                related: call.related.clone(),
-            },
-        );
+        lock(&proc.pending).insert(id.clone(), Pending { tx, related: call.related.clone() });
         let line = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
         if proc.stdin.send(line).await.is_err() {
             lock(&proc.pending).remove(&id);
-            return Err(UpstreamError::NotRunning(
-                "the upstream process is exiting".into(),
-            ));
+            return Err(UpstreamError::NotRunning("the upstream process is exiting".into()));
         }
-        let mut guard = CancelGuard {
-            proc: Arc::downgrade(&proc),
-            id,
-            armed: true,
-        };
+        let mut guard = CancelGuard { proc: Arc::downgrade(&proc), id, armed: true };
         let reply = rx.await.map_err(|_| UpstreamError::ProcessExited);
         guard.armed = false;
         reply
@@ -229,20 +203,14 @@ impl StdioLink {
     pub async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
         let proc = self.ready().await?;
         let line = jsonrpc::encode_notification(&n.method, n.params.as_deref());
-        proc.stdin
-            .send(line)
-            .await
-            .map_err(|_| UpstreamError::ProcessExited)
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
 
     /// Answers a server-initiated request.
     pub async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let proc = self.ready().await?;
         let line = jsonrpc::encode_reply(Some(&id), &body);
-        proc.stdin
-            .send(line)
-            .await
-            .map_err(|_| UpstreamError::ProcessExited)
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
 
     /// Stops the process (close stdin, SIGTERM, SIGKILL) and the supervisor.
@@ -285,8 +253,7 @@ async fn supervise(weak: Weak<StdioLink>) {
 async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
     link.set_state(ProcState::Starting);
     let up = &link.up;
-    let next_delay =
-        |d: &Option<Duration>| Some(d.map_or(up.restart_base, |d| (d * 2).min(up.restart_max)));
+    let next_delay = |d: &Option<Duration>| Some(d.map_or(up.restart_base, |d| (d * 2).min(up.restart_max)));
     let (mut child, proc) = match spawn(link).await {
         Ok(v) => v,
         Err(e) => {
@@ -313,19 +280,11 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
             link.set_state(ProcState::Closed);
         }
         Some(status) => {
-            let status = status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|e| e.to_string());
+            let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
             tracing::warn!(upstream = %up.name, pid, %status, "stdio upstream exited; restarting");
-            link.set_state(ProcState::Down(format!(
-                "the upstream process exited ({status})"
-            )));
+            link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
-            *delay = if started.elapsed() >= HEALTHY_AFTER {
-                Some(up.restart_base)
-            } else {
-                next_delay(delay)
-            };
+            *delay = if started.elapsed() >= HEALTHY_AFTER { Some(up.restart_base) } else { next_delay(delay) };
         }
     }
 }
@@ -338,21 +297,12 @@ fn fail_pending(proc: &Proc) {
 /// Close stdin, wait; SIGTERM, wait; SIGKILL.
 async fn shutdown(up: &StdioUpstream, mut child: Child, proc: Arc<Proc>) {
     drop(proc); // the writer task ends when the last sender goes, closing stdin
-    if tokio::time::timeout(up.shutdown_grace, child.wait())
-        .await
-        .is_ok()
-    {
+    if tokio::time::timeout(up.shutdown_grace, child.wait()).await.is_ok() {
         return;
     }
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        if tokio::time::timeout(up.shutdown_grace, child.wait())
-            .await
-            .is_ok()
-        {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(up.shutdown_grace, child.wait()).await.is_ok() {
             return;
         }
     }
@@ -373,15 +323,11 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     if let Some(cwd) = &up.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        UpstreamError::NotRunning(format!("cannot start {}: {e}", up.program.display()))
-    })?;
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    let mut child =
+        cmd.spawn().map_err(|e| UpstreamError::NotRunning(format!("cannot start {}: {e}", up.program.display())))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(UpstreamError::NotRunning(
-            "the process has no stdio pipes".into(),
-        ));
+        return Err(UpstreamError::NotRunning("the process has no stdio pipes".into()));
     };
     let (stdin_tx, stdin_rx) = mpsc::channel::<String>(256);
     tokio::spawn(write_lines(stdin, stdin_rx));
@@ -391,28 +337,14 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
     let id = fresh_id();
     let hello = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&link.init_params.to_raw()));
-    stdin_tx
-        .send(hello)
-        .await
-        .map_err(|_| UpstreamError::NotRunning("stdin closed at once".into()))?;
+    stdin_tx.send(hello).await.map_err(|_| UpstreamError::NotRunning("stdin closed at once".into()))?;
     let init = tokio::time::timeout(up.connect_timeout, read_init_answer(up, &mut stdout, &id))
         .await
         .map_err(|_| UpstreamError::Handshake("no answer to initialize in time".into()))??;
-    let proc = Arc::new(Proc {
-        stdin: stdin_tx,
-        pending: std::sync::Mutex::new(HashMap::new()),
-        init: Arc::new(init),
-    });
+    let proc = Arc::new(Proc { stdin: stdin_tx, pending: std::sync::Mutex::new(HashMap::new()), init: Arc::new(init) });
     let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
-    proc.stdin
-        .send(initialized)
-        .await
-        .map_err(|_| UpstreamError::ProcessExited)?;
-    tokio::spawn(read_stdout(
-        Arc::downgrade(link),
-        Arc::downgrade(&proc),
-        stdout,
-    ));
+    proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited)?;
+    tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
     Ok((child, proc))
 }
 
@@ -425,21 +357,17 @@ async fn read_init_answer(
     loop {
         match read_line_bounded(stdout, &mut buf, up.max_line_bytes).await {
             Line::Eof => {
-                return Err(UpstreamError::Handshake(
-                    "the process exited during initialize".into(),
-                ));
+                return Err(UpstreamError::Handshake("the process exited during initialize".into()));
             }
             Line::TooLong => {
                 tracing::warn!(upstream = %up.name, "skipped an over-long line during initialize")
             }
             Line::Text => match jsonrpc::decode(&String::from_utf8_lossy(&buf)) {
                 Ok(Message::Response(r)) if &r.id == id => {
-                    let result = r.body.map_err(|e| {
-                        UpstreamError::Handshake(format!("initialize refused: {}", e.get()))
-                    })?;
-                    return InitResult::parse(result).ok_or_else(|| {
-                        UpstreamError::Handshake("initialize result lacks protocolVersion".into())
-                    });
+                    let result =
+                        r.body.map_err(|e| UpstreamError::Handshake(format!("initialize refused: {}", e.get())))?;
+                    return InitResult::parse(result)
+                        .ok_or_else(|| UpstreamError::Handshake("initialize result lacks protocolVersion".into()));
                 }
                 Ok(_) => {}
                 Err(_) => {
@@ -451,11 +379,7 @@ async fn read_init_answer(
 }
 
 /// Reads stdout until EOF, routing each message.
-async fn read_stdout(
-    link: Weak<StdioLink>,
-    proc: Weak<Proc>,
-    mut stdout: impl AsyncBufRead + Unpin,
-) {
+async fn read_stdout(link: Weak<StdioLink>, proc: Weak<Proc>, mut stdout: impl AsyncBufRead + Unpin) {
     let mut buf = Vec::new();
     loop {
         let outcome = read_line_bounded(&mut stdout, &mut buf, max_line(&link)).await;
@@ -491,9 +415,7 @@ fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
                 tracing::debug!(upstream = %link.up.name, id = %r.id, "ignored a response to an unknown request")
             }
         },
-        Message::Notification(n) => link
-            .shared
-            .deliver_unrelated(UpstreamEvent::Notification(n)),
+        Message::Notification(n) => link.shared.deliver_unrelated(UpstreamEvent::Notification(n)),
         Message::Request(r) if r.method == method::PING => {
             answer(proc, &r.id, Ok(jsonrpc::to_raw(&serde_json::json!({}))))
         }
@@ -510,11 +432,7 @@ fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
             // in flight belongs with that call; otherwise it goes to the session.
             let sole: Option<EventSink> = {
                 let pending = lock(&proc.pending);
-                if pending.len() == 1 {
-                    pending.values().next().map(|p| p.related.clone())
-                } else {
-                    None
-                }
+                if pending.len() == 1 { pending.values().next().map(|p| p.related.clone()) } else { None }
             };
             let event = UpstreamEvent::Request(r);
             match sole {
@@ -569,11 +487,7 @@ enum Line {
 }
 
 /// Reads one `\n`-terminated line into `buf` without ever holding more than `limit` bytes.
-async fn read_line_bounded(
-    reader: &mut (impl AsyncBufRead + Unpin),
-    buf: &mut Vec<u8>,
-    limit: usize,
-) -> Line {
+async fn read_line_bounded(reader: &mut (impl AsyncBufRead + Unpin), buf: &mut Vec<u8>, limit: usize) -> Line {
     buf.clear();
     let mut too_long = false;
     loop {
@@ -645,24 +559,12 @@ mod tests {
         let data: &[u8] = b"short\r\n0123456789abcdef\nnext\nlast";
         let mut reader = BufReader::with_capacity(4, data);
         let mut buf = Vec::new();
-        assert_eq!(
-            read_line_bounded(&mut reader, &mut buf, 8).await,
-            Line::Text
-        );
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
         assert_eq!(buf, b"short");
-        assert_eq!(
-            read_line_bounded(&mut reader, &mut buf, 8).await,
-            Line::TooLong
-        );
-        assert_eq!(
-            read_line_bounded(&mut reader, &mut buf, 8).await,
-            Line::Text
-        );
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::TooLong);
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
         assert_eq!(buf, b"next");
-        assert_eq!(
-            read_line_bounded(&mut reader, &mut buf, 8).await,
-            Line::Text
-        );
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
         assert_eq!(buf, b"last");
         assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Eof);
     }

@@ -77,11 +77,7 @@ impl Interop {
             dir: var("SEAWALL_TEST_INTEROP_DIR", "tests/interop directory"),
         };
         let modules = interop.dir.join("node_modules/@modelcontextprotocol");
-        assert!(
-            modules.is_dir(),
-            "{} is missing; run `bash tests/run`",
-            modules.display()
-        );
+        assert!(modules.is_dir(), "{} is missing; run `bash tests/run`", modules.display());
         interop
     }
 
@@ -116,10 +112,7 @@ impl Interop {
         S: AsRef<std::ffi::OsStr>,
     {
         let mut cmd = Command::new(&self.python);
-        cmd.args(args)
-            .current_dir(&self.dir)
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PYTHONDONTWRITEBYTECODE", "1");
+        cmd.args(args).current_dir(&self.dir).env("PYTHONUNBUFFERED", "1").env("PYTHONDONTWRITEBYTECODE", "1");
         cmd
     }
 }
@@ -138,10 +131,7 @@ pub struct TestDir {
 impl TestDir {
     pub fn new(tag: &str) -> TestDir {
         static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let path = std::env::temp_dir().join(format!(
             "seawall-test-{tag}-{}-{}-{nanos}",
             std::process::id(),
@@ -202,13 +192,8 @@ pub struct Proc {
 impl Proc {
     /// Spawns `cmd` with piped stdout/stderr and null stdin.
     pub fn spawn(name: &str, mut cmd: Command) -> Proc {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {name} ({cmd:?}): {e}"));
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {name} ({cmd:?}): {e}"));
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, lines) = mpsc::unbounded_channel();
         let echo = std::env::var_os("SEAWALL_TEST_ECHO").is_some();
@@ -220,20 +205,8 @@ impl Proc {
             tx.clone(),
             echo.then(|| prefix.clone()),
         );
-        pump(
-            child.stderr.take().expect("stderr"),
-            Stream::Stderr,
-            log.clone(),
-            tx,
-            echo.then_some(prefix),
-        );
-        Proc {
-            name: name.to_owned(),
-            child,
-            log,
-            lines,
-            echo,
-        }
+        pump(child.stderr.take().expect("stderr"), Stream::Stderr, log.clone(), tx, echo.then_some(prefix));
+        Proc { name: name.to_owned(), child, log, lines, echo }
     }
 
     pub fn name(&self) -> &str {
@@ -263,24 +236,16 @@ impl Proc {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
-                    let status =
-                        match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await
-                        {
-                            Ok(Ok(st)) => st.to_string(),
-                            Ok(Err(e)) => format!("wait failed: {e}"),
-                            Err(_) => "still running, pipes closed".to_owned(),
-                        };
-                    panic!(
-                        "{} exited ({status}) before printing {what}; its output:\n{}",
-                        self.name,
-                        self.output()
-                    );
+                    let status = match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+                        Ok(Ok(st)) => st.to_string(),
+                        Ok(Err(e)) => format!("wait failed: {e}"),
+                        Err(_) => "still running, pipes closed".to_owned(),
+                    };
+                    panic!("{} exited ({status}) before printing {what}; its output:\n{}", self.name, self.output());
                 }
-                Err(_) => panic!(
-                    "{} did not print {what} within {timeout:?}; its output:\n{}",
-                    self.name,
-                    self.output()
-                ),
+                Err(_) => {
+                    panic!("{} did not print {what} within {timeout:?}; its output:\n{}", self.name, self.output())
+                }
             }
         }
     }
@@ -290,11 +255,7 @@ impl Proc {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let mut s = String::new();
         for (stream, line) in log.iter() {
-            let tag = if *stream == Stream::Stdout {
-                "out"
-            } else {
-                "err"
-            };
+            let tag = if *stream == Stream::Stdout { "out" } else { "err" };
             let _ = writeln!(s, "  {tag}| {line}");
         }
         s
@@ -315,18 +276,12 @@ impl Proc {
             return Some(st);
         }
         let _ = self.child.start_kill();
-        tokio::time::timeout(Duration::from_secs(5), self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.ok().and_then(Result::ok)
     }
 
     fn signal_term(&self) {
         if let Some(pid) = self.child.id() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
         }
     }
 }
@@ -334,12 +289,7 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         if std::thread::panicking() && !self.echo {
-            eprintln!(
-                "----- output of {} -----\n{}----- end of {} -----",
-                self.name,
-                self.output(),
-                self.name
-            );
+            eprintln!("----- output of {} -----\n{}----- end of {} -----", self.name, self.output(), self.name);
         }
         if self.try_status().is_some() {
             return;
@@ -370,9 +320,7 @@ fn pump<R: AsyncRead + Unpin + Send + 'static>(
             if let Some(prefix) = &echo {
                 eprintln!("{prefix} {line}");
             }
-            log.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((stream, line.clone()));
+            log.lock().unwrap_or_else(|e| e.into_inner()).push((stream, line.clone()));
             let _ = tx.send((stream, line));
         }
     });
@@ -403,22 +351,11 @@ impl ScriptOutput {
 /// (libtest shows it for failing tests, or with `--nocapture`). Panics after `timeout`,
 /// killing the script.
 pub async fn run_script(name: &str, mut cmd: Command, timeout: Duration) -> ScriptOutput {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     println!("$ {name}: {cmd:?}");
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {name} ({cmd:?}): {e}"));
-    let out = tokio::spawn(collect(
-        child.stdout.take().expect("stdout"),
-        format!("[{name}]"),
-    ));
-    let err = tokio::spawn(collect(
-        child.stderr.take().expect("stderr"),
-        format!("[{name} stderr]"),
-    ));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {name} ({cmd:?}): {e}"));
+    let out = tokio::spawn(collect(child.stdout.take().expect("stdout"), format!("[{name}]")));
+    let err = tokio::spawn(collect(child.stderr.take().expect("stderr"), format!("[{name} stderr]")));
     let status = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(st)) => st,
         Ok(Err(e)) => panic!("waiting for {name}: {e}"),
@@ -435,22 +372,10 @@ pub async fn run_script(name: &str, mut cmd: Command, timeout: Duration) -> Scri
         }
     };
     // A grandchild holding the pipes open must not hang the test.
-    let stdout = tokio::time::timeout(Duration::from_secs(5), out)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let stderr = tokio::time::timeout(Duration::from_secs(5), err)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let stdout = tokio::time::timeout(Duration::from_secs(5), out).await.ok().and_then(Result::ok).unwrap_or_default();
+    let stderr = tokio::time::timeout(Duration::from_secs(5), err).await.ok().and_then(Result::ok).unwrap_or_default();
     println!("$ {name}: {status}");
-    ScriptOutput {
-        status,
-        stdout,
-        stderr,
-    }
+    ScriptOutput { status, stdout, stderr }
 }
 
 async fn collect<R: AsyncRead + Unpin>(reader: R, prefix: String) -> String {
@@ -472,36 +397,20 @@ async fn collect<R: AsyncRead + Unpin>(reader: R, prefix: String) -> String {
 #[derive(Debug, Clone)]
 pub enum Upstream {
     /// `command: seawall`, `args: [demo-upstream, --stdio, EXTRA...]`.
-    DemoStdio {
-        name: String,
-        per_session: bool,
-        extra_args: Vec<String>,
-    },
+    DemoStdio { name: String, per_session: bool, extra_args: Vec<String> },
     /// A stdio upstream running any command.
-    Stdio {
-        name: String,
-        command: String,
-        args: Vec<String>,
-        per_session: bool,
-    },
+    Stdio { name: String, command: String, args: Vec<String>, per_session: bool },
     /// A Streamable HTTP upstream.
     Http { name: String, url: String },
 }
 
 impl Upstream {
     pub fn demo_stdio(name: &str, per_session: bool) -> Upstream {
-        Upstream::DemoStdio {
-            name: name.to_owned(),
-            per_session,
-            extra_args: Vec::new(),
-        }
+        Upstream::DemoStdio { name: name.to_owned(), per_session, extra_args: Vec::new() }
     }
 
     pub fn http(name: &str, url: &str) -> Upstream {
-        Upstream::Http {
-            name: name.to_owned(),
-            url: url.to_owned(),
-        }
+        Upstream::Http { name: name.to_owned(), url: url.to_owned() }
     }
 }
 
@@ -510,45 +419,20 @@ impl Upstream {
 pub fn config_yaml(upstreams: &[Upstream], extra: &str) -> String {
     // JSON strings are valid YAML double-quoted scalars.
     let q = |s: &str| serde_json::to_string(s).expect("string");
-    let list = |v: &[String]| {
-        format!(
-            "[{}]",
-            v.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ")
-        )
-    };
+    let list = |v: &[String]| format!("[{}]", v.iter().map(|s| q(s)).collect::<Vec<_>>().join(", "));
     let mut y = String::from("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nupstreams:\n");
     for u in upstreams {
         match u {
-            Upstream::DemoStdio {
-                name,
-                per_session,
-                extra_args,
-            } => {
+            Upstream::DemoStdio { name, per_session, extra_args } => {
                 let mut args = vec!["demo-upstream".to_owned(), "--stdio".to_owned()];
                 args.extend(extra_args.iter().cloned());
-                let _ = writeln!(
-                    y,
-                    "  - name: {}\n    command: seawall\n    args: {}",
-                    q(name),
-                    list(&args)
-                );
+                let _ = writeln!(y, "  - name: {}\n    command: seawall\n    args: {}", q(name), list(&args));
                 if *per_session {
                     y.push_str("    share: per_session\n");
                 }
             }
-            Upstream::Stdio {
-                name,
-                command,
-                args,
-                per_session,
-            } => {
-                let _ = writeln!(
-                    y,
-                    "  - name: {}\n    command: {}\n    args: {}",
-                    q(name),
-                    q(command),
-                    list(args)
-                );
+            Upstream::Stdio { name, command, args, per_session } => {
+                let _ = writeln!(y, "  - name: {}\n    command: {}\n    args: {}", q(name), q(command), list(args));
                 if *per_session {
                     y.push_str("    share: per_session\n");
                 }
@@ -600,19 +484,13 @@ impl Seawall {
         let mut admin_url = None;
         while url.is_none() || admin_url.is_none() {
             let (kind, u) = proc
-                .wait_for_line(
-                    Stream::Stdout,
-                    START_TIMEOUT,
-                    "its `listening` lines",
-                    |l| {
-                        if let Some(u) = l.strip_prefix("seawall admin listening on ") {
-                            Some(("admin", u.trim().to_owned()))
-                        } else {
-                            l.strip_prefix("seawall listening on ")
-                                .map(|u| ("mcp", u.trim().to_owned()))
-                        }
-                    },
-                )
+                .wait_for_line(Stream::Stdout, START_TIMEOUT, "its `listening` lines", |l| {
+                    if let Some(u) = l.strip_prefix("seawall admin listening on ") {
+                        Some(("admin", u.trim().to_owned()))
+                    } else {
+                        l.strip_prefix("seawall listening on ").map(|u| ("mcp", u.trim().to_owned()))
+                    }
+                })
                 .await;
             if kind == "admin" {
                 admin_url = Some(u);
@@ -621,17 +499,8 @@ impl Seawall {
             }
         }
         let url = url.expect("url");
-        assert!(
-            url.starts_with("http://127.0.0.1:"),
-            "seawall listens on {url}, not loopback"
-        );
-        Seawall {
-            proc,
-            url,
-            admin_url: admin_url.expect("admin url"),
-            config_path,
-            dir,
-        }
+        assert!(url.starts_with("http://127.0.0.1:"), "seawall listens on {url}, not loopback");
+        Seawall { proc, url, admin_url: admin_url.expect("admin url"), config_path, dir }
     }
 
     /// `http://127.0.0.1:PORT/mcp/<upstream>`: one upstream, names unchanged.
@@ -665,31 +534,17 @@ impl DemoUpstream {
         let dir = TestDir::new("demo");
         let record = record.then(|| dir.join("record.jsonl"));
         let mut cmd = Command::new(seawall_bin());
-        cmd.args(["demo-upstream", "--listen", "127.0.0.1:0"])
-            .args(extra_args)
-            .current_dir(dir.path());
+        cmd.args(["demo-upstream", "--listen", "127.0.0.1:0"]).args(extra_args).current_dir(dir.path());
         if let Some(r) = &record {
             cmd.arg("--record").arg(r);
         }
         let mut proc = Proc::spawn("demo-upstream", cmd);
         let url = proc
-            .wait_for_line(
-                Stream::Stdout,
-                START_TIMEOUT,
-                "`listening on http://...`",
-                |l| {
-                    l.trim()
-                        .strip_prefix("listening on ")
-                        .map(|u| u.trim().to_owned())
-                },
-            )
+            .wait_for_line(Stream::Stdout, START_TIMEOUT, "`listening on http://...`", |l| {
+                l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
+            })
             .await;
-        DemoUpstream {
-            proc,
-            url,
-            record,
-            dir,
-        }
+        DemoUpstream { proc, url, record, dir }
     }
 
     /// The `--record` events so far, parsed.
@@ -701,9 +556,7 @@ impl DemoUpstream {
             .unwrap_or_default()
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record line {l:?}: {e}"))
-            })
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record line {l:?}: {e}")))
             .collect()
     }
 }
@@ -721,24 +574,17 @@ impl Everything {
         let mut cmd = interop.node_command([
             "-r".as_ref(),
             interop.path("loopback.cjs").as_os_str(),
-            interop
-                .path("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-                .as_os_str(),
+            interop.path("node_modules/@modelcontextprotocol/server-everything/dist/index.js").as_os_str(),
             "streamableHttp".as_ref(),
         ]);
         cmd.env("PORT", "0");
         let mut proc = Proc::spawn("server-everything", cmd);
         let port: u16 = proc
             .wait_for_line(Stream::Stderr, START_TIMEOUT, "`LISTENING <port>`", |l| {
-                l.trim()
-                    .strip_prefix("LISTENING ")
-                    .and_then(|p| p.trim().parse().ok())
+                l.trim().strip_prefix("LISTENING ").and_then(|p| p.trim().parse().ok())
             })
             .await;
-        Everything {
-            proc,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
+        Everything { proc, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 }
 
@@ -771,28 +617,16 @@ impl ConformanceCheck {
 /// Runs `conformance server --url URL -o DIR` with Node 22 and parses every
 /// `DIR/<server-scenario-timestamp>/checks.json`. The suite exits non-zero whenever a
 /// check fails, so the exit status is not judged here; only its output files are.
-pub async fn run_conformance(
-    interop: &Interop,
-    label: &str,
-    url: &str,
-    out: &Path,
-) -> Vec<ConformanceCheck> {
+pub async fn run_conformance(interop: &Interop, label: &str, url: &str, out: &Path) -> Vec<ConformanceCheck> {
     let cmd = interop.node_command([
-        interop
-            .path("node_modules/@modelcontextprotocol/conformance/dist/index.js")
-            .as_os_str(),
+        interop.path("node_modules/@modelcontextprotocol/conformance/dist/index.js").as_os_str(),
         "server".as_ref(),
         "--url".as_ref(),
         url.as_ref(),
         "-o".as_ref(),
         out.as_os_str(),
     ]);
-    let res = run_script(
-        &format!("conformance {label}"),
-        cmd,
-        Duration::from_secs(300),
-    )
-    .await;
+    let res = run_script(&format!("conformance {label}"), cmd, Duration::from_secs(300)).await;
     let checks = parse_conformance_dir(out);
     assert!(
         !checks.is_empty(),
@@ -811,18 +645,14 @@ pub fn parse_conformance_dir(out: &Path) -> Vec<ConformanceCheck> {
     let Ok(entries) = std::fs::read_dir(out) else {
         return checks;
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     dirs.sort();
     for dir in dirs {
         let file = dir.join("checks.json");
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        let json: serde_json::Value =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let scenario = scenario_name(&dir.file_name().unwrap_or_default().to_string_lossy());
         let list = json.as_array().cloned().unwrap_or_default();
         let mut seen: Vec<String> = Vec::new();
@@ -830,11 +660,7 @@ pub fn parse_conformance_dir(out: &Path) -> Vec<ConformanceCheck> {
             let base = c["id"].as_str().unwrap_or("?").to_owned();
             let n = seen.iter().filter(|s| **s == base).count();
             seen.push(base.clone());
-            let id = if n == 0 {
-                base
-            } else {
-                format!("{base}#{}", n + 1)
-            };
+            let id = if n == 0 { base } else { format!("{base}#{}", n + 1) };
             checks.push(ConformanceCheck {
                 scenario: scenario.clone(),
                 id,
@@ -870,9 +696,5 @@ fn scenario_name(dir: &str) -> String {
 
 /// `N passed / M` for a run.
 pub fn tally(checks: &[ConformanceCheck]) -> String {
-    format!(
-        "{} passed / {}",
-        checks.iter().filter(|c| c.passed()).count(),
-        checks.len()
-    )
+    format!("{} passed / {}", checks.iter().filter(|c| c.passed()).count(), checks.len())
 }

@@ -18,13 +18,7 @@ fn demo_yaml_is_valid() {
     assert_eq!(config.admin_listen, Some("127.0.0.1:9090".parse().unwrap()));
     assert_eq!(config.upstreams.len(), 1);
     let demo = config.upstream("demo").unwrap();
-    let UpstreamKind::Stdio {
-        command,
-        args,
-        share,
-        ..
-    } = demo.kind()
-    else {
+    let UpstreamKind::Stdio { command, args, share, .. } = demo.kind() else {
         panic!("demo must be a stdio upstream");
     };
     assert_eq!(command, "seawall");
@@ -35,11 +29,7 @@ fn demo_yaml_is_valid() {
 #[test]
 fn demo_yaml_comments_every_line() {
     for (i, line) in DEMO.lines().enumerate() {
-        assert!(
-            line.contains('#'),
-            "line {} has no comment: {line:?}",
-            i + 1
-        );
+        assert!(line.contains('#'), "line {} has no comment: {line:?}", i + 1);
     }
 }
 
@@ -53,13 +43,7 @@ fn example_yaml_is_valid_with_token_set() {
     assert_eq!(config.name_separator, defaults.name_separator);
 
     let files = config.upstream("files").unwrap();
-    assert!(matches!(
-        files.kind(),
-        UpstreamKind::Stdio {
-            share: StdioShare::Shared,
-            ..
-        }
-    ));
+    assert!(matches!(files.kind(), UpstreamKind::Stdio { share: StdioShare::Shared, .. }));
     let timeouts = files.timeouts(&config.defaults.timeouts);
     assert_eq!(timeouts.tool_call, Duration::from_secs(120));
     assert_eq!(timeouts.connect, Duration::from_secs(5));
@@ -75,11 +59,7 @@ fn example_yaml_is_valid_with_token_set() {
 #[test]
 fn example_yaml_without_token_names_the_variable_and_line() {
     let err = Config::parse_with_env(EXAMPLE, "config/example.yaml", &|_| None).unwrap_err();
-    let line = EXAMPLE
-        .lines()
-        .position(|l| l.contains("Authorization:"))
-        .unwrap()
-        + 1;
+    let line = EXAMPLE.lines().position(|l| l.contains("Authorization:")).unwrap() + 1;
     let expected = format!(
         "config/example.yaml:{line}: upstreams[1].headers.Authorization: \
          environment variable UPSTREAM_TOKEN is not set"

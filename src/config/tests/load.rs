@@ -5,8 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::super::{
-    Config, ConfigError, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig,
-    UpstreamKind,
+    Config, ConfigError, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
 };
 use super::{ONE_UPSTREAM, assert_issue, assert_one, issues, ok, with_upstream};
 
@@ -40,11 +39,7 @@ fn defaults_match_the_documentation() {
 fn minimal_document_takes_every_default() {
     let config = ok(&ONE_UPSTREAM);
     let expected = Config {
-        upstreams: vec![UpstreamConfig {
-            name: "a".into(),
-            command: Some("x".into()),
-            ..UpstreamConfig::default()
-        }],
+        upstreams: vec![UpstreamConfig { name: "a".into(), command: Some("x".into()), ..UpstreamConfig::default() }],
         ..Config::default()
     };
     assert_eq!(config, expected);
@@ -69,19 +64,10 @@ fn durations_use_humantime() {
     ]);
     assert_eq!(config.session.idle_timeout, Duration::from_secs(90 * 60));
     let a = &config.upstreams[0];
-    assert_eq!(
-        a.restart,
-        RestartConfig {
-            base_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(60),
-        }
-    );
+    assert_eq!(a.restart, RestartConfig { base_delay: Duration::from_millis(100), max_delay: Duration::from_secs(60) });
     assert_eq!(
         a.timeouts,
-        Some(TimeoutOverrides {
-            request: Some(Duration::from_secs(3)),
-            ..TimeoutOverrides::default()
-        })
+        Some(TimeoutOverrides { request: Some(Duration::from_secs(3)), ..TimeoutOverrides::default() })
     );
 }
 
@@ -97,19 +83,9 @@ fn unknown_field_in_upstream_is_reported_at_its_line() {
 
 #[test]
 fn unknown_field_at_top_level_and_nested() {
+    assert_one(&with_upstream(&["listen: 127.0.0.1:1", "lisen: 127.0.0.1:2"]), 2, "", "unknown field `lisen`");
     assert_one(
-        &with_upstream(&["listen: 127.0.0.1:1", "lisen: 127.0.0.1:2"]),
-        2,
-        "",
-        "unknown field `lisen`",
-    );
-    assert_one(
-        &with_upstream(&[
-            "defaults:",
-            "  timeouts:",
-            "    connect: 1s",
-            "    tool: 1s",
-        ]),
+        &with_upstream(&["defaults:", "  timeouts:", "    connect: 1s", "    tool: 1s"]),
         4,
         "defaults.timeouts",
         "unknown field `tool`",
@@ -119,20 +95,12 @@ fn unknown_field_at_top_level_and_nested() {
 #[test]
 fn invalid_socket_address_renders_file_line_field() {
     let err = super::parse(&with_upstream(&["# comment", "", "listen: abc"])).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        r#"t.yaml:3: listen: invalid socket address "abc""#
-    );
+    assert_eq!(err.to_string(), r#"t.yaml:3: listen: invalid socket address "abc""#);
 }
 
 #[test]
 fn type_errors_carry_their_line_and_field() {
-    assert_one(
-        &with_upstream(&["session:", "  idle_timeout: soon"]),
-        2,
-        "session.idle_timeout",
-        "",
-    );
+    assert_one(&with_upstream(&["session:", "  idle_timeout: soon"]), 2, "session.idle_timeout", "");
     assert_one(
         &with_upstream(&["limits:", "  max_body_bytes: -1"]),
         2,
@@ -140,12 +108,7 @@ fn type_errors_carry_their_line_and_field() {
         "invalid type: integer `-1`, expected usize",
     );
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: a",
-            "    command: x",
-            "    share: sometimes",
-        ],
+        &["upstreams:", "  - name: a", "    command: x", "    share: sometimes"],
         4,
         "upstreams[0].share",
         "unknown variant `sometimes`",
@@ -154,24 +117,13 @@ fn type_errors_carry_their_line_and_field() {
 
 #[test]
 fn missing_name_is_reported_at_the_upstream() {
-    assert_one(
-        &["upstreams:", "  - command: x"],
-        2,
-        "upstreams[0]",
-        "missing field `name`",
-    );
+    assert_one(&["upstreams:", "  - command: x"], 2, "upstreams[0]", "missing field `name`");
 }
 
 #[test]
 fn yaml_syntax_error_has_a_line() {
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: a",
-            "    command: x",
-            "  - name: b",
-            "   url: x",
-        ],
+        &["upstreams:", "  - name: a", "    command: x", "  - name: b", "   url: x"],
         5,
         "",
         "did not find expected '-' indicator",
@@ -193,23 +145,13 @@ fn env_and_header_values_expand_variables() {
     assert_eq!(env["A"], "secret");
     assert_eq!(env["B"], "xy");
     assert_eq!(env["C"], "$HOME is $5 and ${TOKEN}");
-    assert_eq!(
-        config.upstreams[1].headers["Authorization"],
-        "Bearer secret"
-    );
+    assert_eq!(config.upstreams[1].headers["Authorization"], "Bearer secret");
 }
 
 #[test]
 fn unset_variable_is_an_error_at_its_key() {
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: a",
-            "    command: x",
-            "    env:",
-            "      OK: fine",
-            "      KEY: ${NOPE}",
-        ],
+        &["upstreams:", "  - name: a", "    command: x", "    env:", "      OK: fine", "      KEY: ${NOPE}"],
         6,
         "upstreams[0].env.KEY",
         "environment variable NOPE is not set",
@@ -228,12 +170,7 @@ fn malformed_references_are_errors() {
     ]);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert_issue(&found[0], 5, "upstreams[0].headers.X-A", "unterminated");
-    assert_issue(
-        &found[1],
-        6,
-        "upstreams[0].headers.X-B",
-        "invalid variable name",
-    );
+    assert_issue(&found[1], 6, "upstreams[0].headers.X-B", "invalid variable name");
 }
 
 #[test]
@@ -267,19 +204,13 @@ fn load_reads_a_file_and_names_it_in_errors() {
     let path = dir.join("bad.yaml");
     std::fs::write(&path, "upstreams: []\n").unwrap();
     let err = Config::load(&path).unwrap_err();
-    let expected = format!(
-        "{}:1: upstreams: at least one upstream is required",
-        path.display()
-    );
+    let expected = format!("{}:1: upstreams: at least one upstream is required", path.display());
     assert_eq!(err.to_string(), expected);
 
     let err = Config::load(Path::new("/nonexistent/seawall.yaml")).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
     assert!(err.errors().is_empty());
-    assert!(
-        err.to_string()
-            .starts_with("/nonexistent/seawall.yaml: cannot read:")
-    );
+    assert!(err.to_string().starts_with("/nonexistent/seawall.yaml: cannot read:"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -288,31 +219,19 @@ fn kind_and_effective_timeouts() {
     let http = UpstreamConfig {
         name: "h".into(),
         url: Some("http://h/mcp".into()),
-        timeouts: Some(TimeoutOverrides {
-            connect: Some(Duration::from_secs(1)),
-            ..TimeoutOverrides::default()
-        }),
+        timeouts: Some(TimeoutOverrides { connect: Some(Duration::from_secs(1)), ..TimeoutOverrides::default() }),
         ..UpstreamConfig::default()
     };
     let headers = BTreeMap::new();
-    assert_eq!(
-        http.kind(),
-        UpstreamKind::Http {
-            url: "http://h/mcp",
-            headers: &headers,
-        }
-    );
+    assert_eq!(http.kind(), UpstreamKind::Http { url: "http://h/mcp", headers: &headers });
     let defaults = Timeouts::default();
     let effective = http.timeouts(&defaults);
     assert_eq!(effective.connect, Duration::from_secs(1));
     assert_eq!(effective.request, defaults.request);
     assert_eq!(effective.tool_call, defaults.tool_call);
 
-    let stdio = UpstreamConfig {
-        command: Some("seawall".into()),
-        cwd: Some("/tmp".into()),
-        ..UpstreamConfig::default()
-    };
+    let stdio =
+        UpstreamConfig { command: Some("seawall".into()), cwd: Some("/tmp".into()), ..UpstreamConfig::default() };
     assert!(matches!(
         stdio.kind(),
         UpstreamKind::Stdio { command: "seawall", cwd: Some(p), .. } if p == Path::new("/tmp")

@@ -43,20 +43,14 @@ fn finds_keys_items_and_nested_fields() {
     assert_eq!(at(&upstream(1).key("headers").key("X-B")), 14);
     assert_eq!(at(&upstream(2).key("args").index(1)), 15);
     assert_eq!(at(&upstream(3).key("command")), 16);
-    let connect = FieldPath::root()
-        .key("defaults")
-        .key("timeouts")
-        .key("connect");
+    let connect = FieldPath::root().key("defaults").key("timeouts").key("connect");
     assert_eq!(at(&connect), 17);
 }
 
 #[test]
 fn unwritten_fields_fall_back_to_the_nearest_written_ancestor() {
     let text = doc(&TEXT);
-    assert_eq!(
-        line_of(&text, &upstream(0).key("restart").key("max_delay")),
-        4
-    );
+    assert_eq!(line_of(&text, &upstream(0).key("restart").key("max_delay")), 4);
     assert_eq!(line_of(&text, &upstream(0).key("args").index(7)), 5);
     assert_eq!(line_of(&text, &upstream(9)), 3);
     assert_eq!(line_of(&text, &FieldPath::root().key("session")), 1);

@@ -50,16 +50,8 @@ pub(super) fn assert_one(lines: &[&str], line: usize, field: &str, message: &str
 
 #[track_caller]
 pub(super) fn assert_issue(issue: &ConfigIssue, line: usize, field: &str, message: &str) {
-    assert_eq!(
-        (issue.line, issue.field.as_str()),
-        (Some(line), field),
-        "{issue:?}"
-    );
-    assert!(
-        issue.message.contains(message),
-        "message {:?} should contain {message:?}",
-        issue.message
-    );
+    assert_eq!((issue.line, issue.field.as_str()), (Some(line), field), "{issue:?}");
+    assert!(issue.message.contains(message), "message {:?} should contain {message:?}", issue.message);
 }
 
 /// The smallest valid upstream list, to append to documents testing other sections.

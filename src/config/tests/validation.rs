@@ -4,18 +4,8 @@ use super::{assert_issue, assert_one, issues, ok, with_upstream};
 
 #[test]
 fn at_least_one_upstream() {
-    assert_one(
-        &["listen: 127.0.0.1:1"],
-        1,
-        "upstreams",
-        "at least one upstream",
-    );
-    assert_one(
-        &["listen: 127.0.0.1:1", "upstreams: []"],
-        2,
-        "upstreams",
-        "at least one",
-    );
+    assert_one(&["listen: 127.0.0.1:1"], 1, "upstreams", "at least one upstream");
+    assert_one(&["listen: 127.0.0.1:1", "upstreams: []"], 2, "upstreams", "at least one");
 }
 
 #[test]
@@ -36,44 +26,19 @@ fn upstream_names_are_valid_unique_and_separator_free() {
         "    command: x",
     ]);
     assert_eq!(found.len(), 5, "{found:#?}");
-    assert_issue(
-        &found[0],
-        2,
-        "upstreams[0].name",
-        "invalid name \"has space\"",
-    );
+    assert_issue(&found[0], 2, "upstreams[0].name", "invalid name \"has space\"");
     assert_issue(&found[1], 4, "upstreams[1].name", "invalid name \"\"");
-    assert_issue(
-        &found[2],
-        8,
-        "upstreams[3].name",
-        "duplicate upstream name \"dup\" (also upstreams[2])",
-    );
-    assert_issue(
-        &found[3],
-        10,
-        "upstreams[4].name",
-        "contains the name separator \"__\"",
-    );
+    assert_issue(&found[2], 8, "upstreams[3].name", "duplicate upstream name \"dup\" (also upstreams[2])");
+    assert_issue(&found[3], 10, "upstreams[4].name", "contains the name separator \"__\"");
     assert_issue(&found[4], 12, "upstreams[5].name", "invalid name");
     ok(&["upstreams:", "  - name: Aa0_-", "    command: x"]);
 }
 
 #[test]
 fn separator_applies_to_names() {
-    ok(&[
-        "name_separator: '.'",
-        "upstreams:",
-        "  - name: a__b",
-        "    command: x",
-    ]);
+    ok(&["name_separator: '.'", "upstreams:", "  - name: a__b", "    command: x"]);
     assert_one(
-        &[
-            "name_separator: '-'",
-            "upstreams:",
-            "  - name: a-b",
-            "    command: x",
-        ],
+        &["name_separator: '-'", "upstreams:", "  - name: a-b", "    command: x"],
         3,
         "upstreams[0].name",
         "contains the name separator \"-\"",
@@ -90,12 +55,7 @@ fn separator_is_nonempty_printable_without_slash() {
         ("'/'", "must not contain `/`"),
     ] {
         let line = format!("name_separator: {value}");
-        assert_one(
-            &with_upstream(&["# x", &line]),
-            2,
-            "name_separator",
-            message,
-        );
+        assert_one(&with_upstream(&["# x", &line]), 2, "name_separator", message);
     }
 }
 
@@ -108,22 +68,12 @@ fn exactly_one_of_command_or_url() {
         "needs `command` (a stdio upstream) or `url` (an HTTP upstream)",
     );
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: a",
-            "    command: x",
-            "    url: http://h/",
-        ],
+        &["upstreams:", "  - name: a", "    command: x", "    url: http://h/"],
         4,
         "upstreams[0].url",
         "cannot be combined with `command`",
     );
-    assert_one(
-        &["upstreams:", "  - name: a", "    command: ''"],
-        3,
-        "upstreams[0].command",
-        "non-empty",
-    );
+    assert_one(&["upstreams:", "  - name: a", "    command: ''"], 3, "upstreams[0].command", "non-empty");
 }
 
 #[test]
@@ -143,24 +93,14 @@ fn stdio_fields_are_rejected_on_http_upstreams() {
     assert_eq!(found.len(), fields.len(), "{found:#?}");
     for (i, (issue, field)) in found.iter().zip(fields).enumerate() {
         let path = format!("upstreams[0].{field}");
-        assert_issue(
-            issue,
-            i + 4,
-            &path,
-            "applies only to stdio upstreams (`command`)",
-        );
+        assert_issue(issue, i + 4, &path, "applies only to stdio upstreams (`command`)");
     }
 }
 
 #[test]
 fn headers_are_rejected_on_stdio_upstreams() {
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: s",
-            "    command: x",
-            "    headers: {}",
-        ],
+        &["upstreams:", "  - name: s", "    command: x", "    headers: {}"],
         4,
         "upstreams[0].headers",
         "applies only to HTTP upstreams (`url`), and this one has `command`",
@@ -177,13 +117,7 @@ fn url_must_be_http_or_https_with_a_host() {
         ("/mcp", false),
         ("not a url", false),
     ] {
-        let lines = [
-            "upstreams:",
-            "  - name: a",
-            "    command: x",
-            "  - name: b",
-            &format!("    url: '{url}'"),
-        ];
+        let lines = ["upstreams:", "  - name: a", "    command: x", "  - name: b", &format!("    url: '{url}'")];
         if ok_url {
             ok(&lines);
         } else {
@@ -207,34 +141,11 @@ fn header_names_and_values_must_be_valid_http() {
         "      Mcp-Session-Id: abc",
     ]);
     assert_eq!(found.len(), 4, "{found:#?}");
-    assert_issue(
-        &found[0],
-        6,
-        "upstreams[0].headers.Bad Name",
-        "invalid HTTP header name",
-    );
-    assert_issue(
-        &found[1],
-        7,
-        "upstreams[0].headers.X-Newline",
-        "invalid HTTP header value",
-    );
-    assert_issue(
-        &found[2],
-        8,
-        "upstreams[0].headers.Content-Type",
-        "set by the gateway",
-    );
-    assert_issue(
-        &found[3],
-        9,
-        "upstreams[0].headers.Mcp-Session-Id",
-        "set by the gateway",
-    );
-    assert!(
-        !found[1].message.contains("a\nb"),
-        "header values are never echoed"
-    );
+    assert_issue(&found[0], 6, "upstreams[0].headers.Bad Name", "invalid HTTP header name");
+    assert_issue(&found[1], 7, "upstreams[0].headers.X-Newline", "invalid HTTP header value");
+    assert_issue(&found[2], 8, "upstreams[0].headers.Content-Type", "set by the gateway");
+    assert_issue(&found[3], 9, "upstreams[0].headers.Mcp-Session-Id", "set by the gateway");
+    assert!(!found[1].message.contains("a\nb"), "header values are never echoed");
 }
 
 #[test]
@@ -291,37 +202,19 @@ fn durations_must_be_positive() {
 #[test]
 fn restart_base_delay_at_most_max_delay() {
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: s",
-            "    command: x",
-            "    restart:",
-            "      max_delay: 1s",
-            "      base_delay: 2s",
-        ],
+        &["upstreams:", "  - name: s", "    command: x", "    restart:", "      max_delay: 1s", "      base_delay: 2s"],
         6,
         "upstreams[0].restart.base_delay",
         "2s is longer than max_delay (1s)",
     );
     // Only base_delay written: the default max_delay (30s) still bounds it.
     assert_one(
-        &[
-            "upstreams:",
-            "  - name: s",
-            "    command: x",
-            "    restart:",
-            "      base_delay: 1m",
-        ],
+        &["upstreams:", "  - name: s", "    command: x", "    restart:", "      base_delay: 1m"],
         5,
         "upstreams[0].restart.base_delay",
         "1m is longer than max_delay (30s)",
     );
-    ok(&[
-        "upstreams:",
-        "  - name: s",
-        "    command: x",
-        "    restart: {base_delay: 1s, max_delay: 1s}",
-    ]);
+    ok(&["upstreams:", "  - name: s", "    command: x", "    restart: {base_delay: 1s, max_delay: 1s}"]);
 }
 
 #[test]
@@ -354,18 +247,9 @@ fn admin_listener_must_not_collide_with_listen() {
         "admin_listen",
         "conflicts with `listen` (0.0.0.0:8080)",
     );
-    ok(&with_upstream(&[
-        "listen: 0.0.0.0:8080",
-        "admin_listen: 127.0.0.1:9090",
-    ]));
-    ok(&with_upstream(&[
-        "listen: 127.0.0.1:8080",
-        "admin_listen: 127.0.0.2:8080",
-    ]));
-    ok(&with_upstream(&[
-        "listen: 127.0.0.1:0",
-        "admin_listen: 127.0.0.1:0",
-    ]));
+    ok(&with_upstream(&["listen: 0.0.0.0:8080", "admin_listen: 127.0.0.1:9090"]));
+    ok(&with_upstream(&["listen: 127.0.0.1:8080", "admin_listen: 127.0.0.2:8080"]));
+    ok(&with_upstream(&["listen: 127.0.0.1:0", "admin_listen: 127.0.0.1:0"]));
     ok(&with_upstream(&["listen: '[::1]:8080'", "admin_listen: ~"]));
 }
 
@@ -391,10 +275,7 @@ fn allowed_origins_are_full_origins_or_star() {
 
 #[test]
 fn allowed_hosts_are_host_names_with_optional_port() {
-    ok(&with_upstream(&[
-        "security:",
-        "  allowed_hosts: [example.com, 'gw.internal:8080', '[::1]:80', 10.0.0.1]",
-    ]));
+    ok(&with_upstream(&["security:", "  allowed_hosts: [example.com, 'gw.internal:8080', '[::1]:80', 10.0.0.1]"]));
     let found = issues(&with_upstream(&[
         "security:",
         "  allowed_hosts:",

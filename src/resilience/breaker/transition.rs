@@ -1,0 +1,73 @@
+//! Breaker transitions: a structured event for each, and a hook for the rest of the
+//! gateway (metrics, hiding tools and `notifications/tools/list_changed`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::state::{BreakerKey, State};
+
+/// Called after every transition with the breaker's key and its new state. Runs on the
+/// task that caused the transition, outside the breaker's lock: keep it short.
+pub type Listener = Arc<dyn Fn(&BreakerKey, State) + Send + Sync>;
+
+/// Why a breaker changed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Too many consecutive failures.
+    ConsecutiveFailures,
+    /// The failure rate in the window passed the threshold.
+    FailureRate,
+    /// The slow-call rate in the window passed the threshold.
+    SlowCallRate,
+    /// The break is over: probes may go through.
+    BreakElapsed,
+    /// A probe succeeded.
+    ProbeSucceeded,
+    /// A probe failed.
+    ProbeFailed,
+    /// A probe took longer than `probe_timeout`.
+    ProbeTimedOut,
+}
+
+impl Reason {
+    /// The reason as logged.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConsecutiveFailures => "consecutive_failures",
+            Reason::FailureRate => "failure_rate",
+            Reason::SlowCallRate => "slow_call_rate",
+            Reason::BreakElapsed => "break_elapsed",
+            Reason::ProbeSucceeded => "probe_succeeded",
+            Reason::ProbeFailed => "probe_failed",
+            Reason::ProbeTimedOut => "probe_timed_out",
+        }
+    }
+}
+
+/// One state change, reported once the breaker's lock is released.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Transition {
+    pub from: State,
+    pub to: State,
+    pub reason: Reason,
+    /// How long the breaker stays open (for transitions to open).
+    pub break_for: Option<Duration>,
+}
+
+impl Transition {
+    /// Logs the transition and tells the listener.
+    pub fn report(&self, key: &BreakerKey, listener: Option<&Listener>) {
+        let upstream = &*key.upstream;
+        let tool = key.tool.as_deref();
+        let (from, to, reason) = (self.from.as_str(), self.to.as_str(), self.reason.as_str());
+        let break_ms = self.break_for.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        if self.to == State::Open {
+            tracing::warn!(upstream, tool, from, to, reason, break_ms, "circuit breaker opened");
+        } else {
+            tracing::info!(upstream, tool, from, to, reason, break_ms, "circuit breaker changed state");
+        }
+        if let Some(listener) = listener {
+            listener(key, self.to);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Retries of idempotent requests, bounded by a budget and by the request's deadline.
+//!
+//! A failed attempt is retried when [`policy::verdict`] allows it, nothing of its answer
+//! has reached the client, the per-upstream [`TpsBudget`] has room (so retries cannot
+//! multiply load during an outage: a dead upstream sees at most about
+//! `1 + budget_percent/100` times the offered load), and the deadline leaves room for the
+//! backoff. Every retry is a new upstream request with a new id (the link mints them).
+
+pub mod backoff;
+pub mod policy;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tower::retry::budget::{Budget, TpsBudget};
+use tower::{Layer, Service, ServiceExt};
+
+use crate::config::RetryConfig;
+use crate::errors::GatewayError;
+use crate::upstream::Reply;
+use crate::upstream::service::UpstreamCall;
+use policy::Verdict;
+
+/// How long a deposit counts in the budget.
+const BUDGET_TTL: Duration = Duration::from_secs(10);
+
+/// Applies [`Retry`] with one upstream's settings and budget.
+#[derive(Clone)]
+pub struct RetryLayer {
+    config: RetryConfig,
+    budget: Arc<TpsBudget>,
+}
+
+impl RetryLayer {
+    /// A layer with its own budget.
+    pub fn new(config: RetryConfig) -> RetryLayer {
+        let percent = if config.budget_percent.is_finite() { config.budget_percent.clamp(0.0, 100_000.0) } else { 0.0 };
+        let min_per_sec = config.budget_min_per_sec.min(i32::MAX as u32 - 1);
+        let budget = TpsBudget::new(BUDGET_TTL, min_per_sec, (percent / 100.0) as f32);
+        RetryLayer { config, budget: Arc::new(budget) }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry { inner, config: self.config, budget: Arc::clone(&self.budget) }
+    }
+}
+
+/// Retries failed attempts that are safe to retry.
+#[derive(Clone)]
+pub struct Retry<S> {
+    inner: S,
+    config: RetryConfig,
+    budget: Arc<TpsBudget>,
+}
+
+impl<S> Service<UpstreamCall> for Retry<S>
+where
+    S: Service<UpstreamCall, Response = Reply, Error = GatewayError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = GatewayError;
+    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness is awaited per attempt (`oneshot`), so each retry waits its turn.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: UpstreamCall) -> Self::Future {
+        let inner = self.inner.clone();
+        let config = self.config;
+        let budget = Arc::clone(&self.budget);
+        budget.deposit();
+        Box::pin(async move {
+            let max_attempts = config.max_attempts.max(1);
+            let mut attempt = 1;
+            loop {
+                let relayed_before = relayed(&req);
+                let result = inner.clone().oneshot(req.clone()).await;
+                let Err(error) = &result else { return result };
+                let delay = match policy::verdict(error, req.idempotent, attempt) {
+                    Verdict::Stop => return result,
+                    Verdict::Retry => backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
+                    Verdict::RetryAfter(after) => after,
+                };
+                let free_retry = attempt == 1 && !error.may_have_reached();
+                if attempt >= max_attempts && !free_retry {
+                    return result;
+                }
+                if relayed(&req) != relayed_before {
+                    tracing::debug!(upstream = %req.upstream, "not retrying: part of the answer reached the client");
+                    return result;
+                }
+                if delay >= req.ctx.remaining() {
+                    tracing::debug!(upstream = %req.upstream, ?delay, "not retrying: the deadline leaves no room");
+                    return result;
+                }
+                if !budget.withdraw() {
+                    tracing::warn!(upstream = %req.upstream, method = %req.call.method, "retry budget exhausted");
+                    return result;
+                }
+                tracing::info!(
+                    upstream = %req.upstream,
+                    method = %req.call.method,
+                    attempt,
+                    delay_ms = delay.as_millis() as u64,
+                    error = %error,
+                    "retrying"
+                );
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        })
+    }
+}
+
+/// How many events of this request have been relayed towards the client so far.
+fn relayed(req: &UpstreamCall) -> u64 {
+    req.call.related.activity().map_or(0, |a| a.count())
+}
+
+#[cfg(test)]
+mod tests;

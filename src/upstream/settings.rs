@@ -1,0 +1,184 @@
+//! What the operator configured for one upstream, resolved against the defaults, plus
+//! what the gateway learnt about its tools.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::config::{BreakerConfig, ConcurrencyConfig, RetryConfig, Timeouts, ToolConfig};
+use crate::mcp::method;
+
+/// Resolved settings of one upstream.
+#[derive(Debug)]
+pub struct UpstreamSettings {
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Retries.
+    pub retry: RetryConfig,
+    /// Circuit breakers.
+    pub breaker: BreakerConfig,
+    /// Load shedding.
+    pub concurrency: ConcurrencyConfig,
+    /// Whether tool annotations are believed.
+    pub trust_annotations: bool,
+    /// Per-tool settings.
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// Tools as the upstream last listed them.
+    pub catalog: ToolCatalog,
+}
+
+/// Methods that are safe to send twice.
+pub const IDEMPOTENT_METHODS: &[&str] = &[
+    method::PING,
+    method::TOOLS_LIST,
+    method::PROMPTS_LIST,
+    method::RESOURCES_LIST,
+    method::RESOURCE_TEMPLATES_LIST,
+    method::RESOURCES_READ,
+    method::PROMPTS_GET,
+    method::COMPLETION_COMPLETE,
+    "server/discover",
+];
+
+impl UpstreamSettings {
+    /// Whether a request may be sent again after a failure that may have reached the upstream.
+    pub fn is_idempotent(&self, method: &str, tool: Option<&str>) -> bool {
+        if IDEMPOTENT_METHODS.contains(&method) || method.ends_with("/list") {
+            return true;
+        }
+        if method != method::TOOLS_CALL {
+            return false;
+        }
+        let Some(tool) = tool else { return false };
+        if self.tools.get(tool).is_some_and(|t| t.idempotent) {
+            return true;
+        }
+        self.trust_annotations && self.catalog.get(tool).is_some_and(|t| t.read_only || t.idempotent)
+    }
+
+    /// The overall deadline for a request (for `tools/call`, when no progress arrives).
+    pub fn timeout(&self, method: &str, tool: Option<&str>) -> Duration {
+        if method != method::TOOLS_CALL {
+            return self.timeouts.request;
+        }
+        tool.and_then(|t| self.tools.get(t)).and_then(|t| t.timeout).unwrap_or(self.timeouts.tool_call)
+    }
+}
+
+/// What the gateway knows of one tool.
+#[derive(Debug, Clone, Default)]
+pub struct ToolInfo {
+    /// `annotations.readOnlyHint`.
+    pub read_only: bool,
+    /// `annotations.idempotentHint`.
+    pub idempotent: bool,
+    /// `inputSchema`.
+    pub input_schema: Option<Arc<Value>>,
+    /// `outputSchema`.
+    pub output_schema: Option<Arc<Value>>,
+}
+
+/// Tools of one upstream, learnt from the `tools/list` results that pass through.
+#[derive(Debug, Default)]
+pub struct ToolCatalog {
+    tools: std::sync::RwLock<HashMap<String, Arc<ToolInfo>>>,
+}
+
+/// Most tools remembered per upstream.
+const MAX_TOOLS: usize = 4096;
+
+#[derive(Deserialize)]
+struct ListView {
+    #[serde(default)]
+    tools: Vec<ToolView>,
+}
+
+#[derive(Deserialize)]
+struct ToolView {
+    name: String,
+    #[serde(default)]
+    annotations: Option<AnnotationsView>,
+    #[serde(rename = "inputSchema", default)]
+    input_schema: Option<Value>,
+    #[serde(rename = "outputSchema", default)]
+    output_schema: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct AnnotationsView {
+    #[serde(rename = "readOnlyHint", default)]
+    read_only: Option<bool>,
+    #[serde(rename = "idempotentHint", default)]
+    idempotent: Option<bool>,
+}
+
+impl ToolCatalog {
+    /// Learns from one page of a `tools/list` result.
+    pub fn learn(&self, result: &RawValue) {
+        let Ok(list) = serde_json::from_str::<ListView>(result.get()) else { return };
+        let mut tools = self.tools.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in list.tools {
+            if tools.len() >= MAX_TOOLS && !tools.contains_key(&t.name) {
+                break;
+            }
+            let a = t.annotations.as_ref();
+            let info = ToolInfo {
+                read_only: a.and_then(|a| a.read_only).unwrap_or(false),
+                idempotent: a.and_then(|a| a.idempotent).unwrap_or(false),
+                input_schema: t.input_schema.filter(Value::is_object).map(Arc::new),
+                output_schema: t.output_schema.filter(Value::is_object).map(Arc::new),
+            };
+            tools.insert(t.name, Arc::new(info));
+        }
+    }
+
+    /// A tool, if listed.
+    pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
+        self.tools.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(trust: bool) -> UpstreamSettings {
+        let mut tools = BTreeMap::new();
+        tools.insert("lookup".to_owned(), ToolConfig { idempotent: true, timeout: Some(Duration::from_secs(5)) });
+        UpstreamSettings {
+            timeouts: Timeouts::default(),
+            retry: RetryConfig::default(),
+            breaker: BreakerConfig::default(),
+            concurrency: ConcurrencyConfig::default(),
+            trust_annotations: trust,
+            tools,
+            catalog: ToolCatalog::default(),
+        }
+    }
+
+    #[test]
+    fn idempotency_follows_method_config_and_trusted_annotations() {
+        let list = crate::jsonrpc::raw_from_str(
+            r#"{"tools":[{"name":"echo","annotations":{"readOnlyHint":true}},{"name":"write","inputSchema":{"type":"object"}}]}"#,
+        )
+        .unwrap();
+        for trust in [false, true] {
+            let s = settings(trust);
+            s.catalog.learn(&list);
+            assert!(s.is_idempotent("resources/read", None));
+            assert!(s.is_idempotent("tools/list", None));
+            assert!(s.is_idempotent("tools/call", Some("lookup")));
+            assert!(!s.is_idempotent("tools/call", Some("write")));
+            assert_eq!(s.is_idempotent("tools/call", Some("echo")), trust);
+            assert!(!s.is_idempotent("resources/subscribe", None));
+        }
+        let s = settings(false);
+        assert_eq!(s.timeout("tools/call", Some("lookup")), Duration::from_secs(5));
+        assert_eq!(s.timeout("tools/call", Some("other")), Duration::from_secs(60));
+        assert_eq!(s.timeout("prompts/get", None), Duration::from_secs(15));
+    }
+}
