@@ -337,13 +337,17 @@ pub struct ScriptOutput {
 impl ScriptOutput {
     /// Panics with the script's output unless it exited 0.
     pub fn assert_success(&self, name: &str) {
-        assert!(
-            self.status.success(),
-            "{name} failed ({}).\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.status,
-            self.stdout,
-            self.stderr
-        );
+        if self.status.success() {
+            return;
+        }
+        let fail: Vec<&str> =
+            self.stderr.lines().chain(self.stdout.lines()).filter(|l| l.starts_with("FAIL")).collect();
+        let why = if fail.is_empty() {
+            self.stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        } else {
+            fail.join("\n")
+        };
+        panic!("{name} failed ({}):\n{why}\n(its whole output is above)", self.status);
     }
 }
 
@@ -599,9 +603,12 @@ pub struct ConformanceCheck {
     pub scenario: String,
     /// Check id within the scenario (from checks.json), made unique with `#n`.
     pub id: String,
-    /// `SUCCESS`, `FAILURE`, `WARNING`, `SKIPPED`, ...
+    /// `SUCCESS`, `FAILURE`, `WARNING`, `INFO`, ...
     pub status: String,
+    /// `errorMessage`, if any.
     pub error: Option<String>,
+    /// `description` (INFO checks explain themselves here).
+    pub description: Option<String>,
 }
 
 impl ConformanceCheck {
@@ -666,6 +673,7 @@ pub fn parse_conformance_dir(out: &Path) -> Vec<ConformanceCheck> {
                 id,
                 status: c["status"].as_str().unwrap_or("?").to_owned(),
                 error: c["errorMessage"].as_str().map(str::to_owned),
+                description: c["description"].as_str().map(str::to_owned),
             });
         }
     }
@@ -694,7 +702,15 @@ fn scenario_name(dir: &str) -> String {
     s.to_owned()
 }
 
-/// `N passed / M` for a run.
+/// `N passed / M` for a run, plus the failed, warning and info counts when non-zero.
 pub fn tally(checks: &[ConformanceCheck]) -> String {
-    format!("{} passed / {}", checks.iter().filter(|c| c.passed()).count(), checks.len())
+    let count = |status: &str| checks.iter().filter(|c| c.status == status).count();
+    let mut s = format!("{} passed / {}", count("SUCCESS"), checks.len());
+    for (status, label) in [("FAILURE", "failed"), ("WARNING", "warnings"), ("INFO", "info")] {
+        let n = count(status);
+        if n > 0 {
+            let _ = write!(s, ", {n} {label}");
+        }
+    }
+    s
 }

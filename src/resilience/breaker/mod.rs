@@ -1,0 +1,113 @@
+//! Circuit breakers, per upstream and per tool (DESIGN.md §4).
+//!
+//! While a breaker is open, calls fail fast with [`GatewayError::CircuitOpen`] without
+//! touching the upstream; after a break a few probes go through, and their outcome
+//! closes the breaker or opens it again for longer.
+//!
+//! - [`state`]: the state machine of one breaker ([`Breaker`], [`Permit`]).
+//! - [`classify`]: what a finished or abandoned call says about health.
+//! - [`registry`]: every breaker of the gateway ([`Breakers`]).
+//! - this module and [`layer`]: the tower [`Service`] and [`Layer`](tower::Layer).
+//!
+//! A `tools/call` goes through its upstream's breaker and its tool's. Each failure is
+//! counted on the breaker it says something about ([`classify::split`]): transport
+//! failures on the upstream's, error answers and timeouts on the tool's. So one broken
+//! tool opens its own breaker while the upstream's other tools keep working.
+
+pub mod classify;
+pub mod layer;
+pub mod registry;
+pub mod state;
+pub mod transition;
+
+mod admission;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tower::Service;
+
+pub use classify::{Cause, Outcome, Verdict};
+pub use layer::BreakerLayer;
+pub use registry::Breakers;
+pub use state::{Breaker, BreakerKey, Permit, State};
+pub use transition::{Listener, Reason};
+
+use admission::Admission;
+
+use crate::config::resilience::BreakerConfig;
+use crate::errors::GatewayError;
+use crate::upstream::Reply;
+use crate::upstream::service::UpstreamCall;
+
+/// Refuses calls while their upstream's or tool's breaker is open, bounds probes by
+/// `probe_timeout`, and counts how every admitted call ends.
+#[derive(Clone, Debug)]
+pub struct CircuitBreaker<S> {
+    inner: S,
+    breakers: Arc<Breakers>,
+    cfg: BreakerConfig,
+}
+
+impl<S> CircuitBreaker<S> {
+    /// Leave from the upstream's breaker and, for a `tools/call`, the tool's; the error
+    /// names the breaker that refused.
+    fn admit(&self, req: &UpstreamCall) -> Result<Admission, GatewayError> {
+        let refused = |tool: Option<&Arc<str>>, retry_after| GatewayError::CircuitOpen {
+            upstream: Arc::clone(&req.upstream),
+            tool: tool.cloned(),
+            retry_after,
+        };
+        let upstream = self.breakers.upstream(&req.upstream, &self.cfg);
+        let upstream = upstream.try_acquire().map_err(|after| refused(None, after))?;
+        let tool = match &req.tool {
+            Some(tool) => match self.breakers.tool(&req.upstream, tool, &self.cfg) {
+                // Refusing here drops the upstream's permit, which frees its probe slot.
+                Some(breaker) => Some(breaker.try_acquire().map_err(|after| refused(Some(tool), after))?),
+                None => None,
+            },
+            None => None,
+        };
+        Ok(Admission::new(upstream, tool, Arc::clone(&req.ctx), self.cfg.slow_call))
+    }
+}
+
+impl<S> Service<UpstreamCall> for CircuitBreaker<S>
+where
+    S: Service<UpstreamCall, Response = Reply, Error = GatewayError>,
+    S::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = GatewayError;
+    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: UpstreamCall) -> Self::Future {
+        let admission = match self.admit(&req) {
+            Ok(admission) => admission,
+            Err(refused) => return Box::pin(std::future::ready(Err(refused))),
+        };
+        let probe_timeout = admission.probing().then_some(self.cfg.probe_timeout);
+        let upstream = Arc::clone(&req.upstream);
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let result = match probe_timeout {
+                Some(after) => tokio::time::timeout(after, fut)
+                    .await
+                    .unwrap_or_else(|_elapsed| Err(GatewayError::Timeout { upstream, after })),
+                None => fut.await,
+            };
+            admission.finish(&result);
+            result
+        })
+    }
+}

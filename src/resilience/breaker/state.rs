@@ -1,0 +1,340 @@
+//! The breaker state machine — closed, open, half-open — with no I/O. Time comes from
+//! `tokio::time::Instant`, so tests drive it with a paused clock.
+//!
+//! Closed counts calls in a sliding [`Window`] and consecutive failures; too many opens
+//! it. Open refuses every call until its break is over, then lets a bounded number of
+//! probes through (half-open); the first probe to succeed closes it, the first to fail
+//! (or to take longer than `probe_timeout`) opens it again for twice as long.
+//!
+//! Each acquired [`Permit`] belongs to one period of one state (an epoch): results that
+//! come back after the breaker has moved on are not counted, so a slow call started
+//! before an outage cannot close a breaker, nor one started before recovery reopen it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use super::classify::{Outcome, Verdict};
+use super::transition::{Listener, Reason, Transition};
+use super::window::Window;
+use crate::config::resilience::BreakerConfig;
+use crate::upstream::lock;
+
+/// Which breaker: an upstream's own (`tool: None`) or one of its tools'.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BreakerKey {
+    /// The upstream's name.
+    pub upstream: Arc<str>,
+    /// The tool name as the upstream knows it, for a tool's breaker.
+    pub tool: Option<Arc<str>>,
+}
+
+impl fmt::Display for BreakerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tool {
+            Some(tool) => write!(f, "{}/{tool}", self.upstream),
+            None => f.write_str(&self.upstream),
+        }
+    }
+}
+
+/// A breaker's state, as reported to status pages and listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls go through and are counted.
+    Closed,
+    /// Calls are refused without upstream traffic.
+    Open,
+    /// A bounded number of probe calls go through; the rest are refused.
+    HalfOpen,
+}
+
+impl State {
+    /// The state as logged: `closed`, `open` or `half_open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A circuit breaker for one upstream or one tool.
+pub struct Breaker {
+    key: BreakerKey,
+    inner: Mutex<Inner>,
+    listener: Option<Listener>,
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker").field("key", &self.key).field("state", &lock(&self.inner).state()).finish()
+    }
+}
+
+impl Breaker {
+    /// A closed breaker; `listener` hears of every transition.
+    pub fn new(key: BreakerKey, cfg: BreakerConfig, listener: Option<Listener>) -> Arc<Breaker> {
+        Arc::new(Breaker { key, inner: Mutex::new(Inner::new(cfg, Instant::now())), listener })
+    }
+
+    /// Which breaker this is.
+    pub fn key(&self) -> &BreakerKey {
+        &self.key
+    }
+
+    /// The current state (an open breaker whose break is over is half-open).
+    pub fn state(&self) -> State {
+        let (state, change) = {
+            let mut inner = lock(&self.inner);
+            let change = inner.refresh(Instant::now());
+            (inner.state(), change)
+        };
+        self.report(change);
+        state
+    }
+
+    /// Whether calls are being refused for a break (half-open is not open).
+    pub fn is_open(&self) -> bool {
+        self.state() == State::Open
+    }
+
+    /// Admits a call, or says how long until the breaker may admit one.
+    pub fn try_acquire(self: &Arc<Self>) -> Result<Permit, Duration> {
+        let now = Instant::now();
+        let (admitted, change) = {
+            let mut inner = lock(&self.inner);
+            let change = inner.refresh(now);
+            (inner.admit(now).map(|probe| (probe, inner.epoch)), change)
+        };
+        self.report(change);
+        let (probe, epoch) = admitted?;
+        Ok(Permit { breaker: Arc::clone(self), epoch, probe, acquired: now, settled: false })
+    }
+
+    /// Applies new settings (after a configuration reload), keeping the state. A new
+    /// window length starts an empty window.
+    pub fn reconfigure(&self, cfg: BreakerConfig) {
+        let mut inner = lock(&self.inner);
+        if inner.cfg.window != cfg.window {
+            inner.window = Window::new(cfg.window, Instant::now());
+        }
+        inner.cfg = cfg;
+    }
+
+    fn settle(&self, permit: &Permit, verdict: Verdict) {
+        let now = Instant::now();
+        let took = now.saturating_duration_since(permit.acquired);
+        let change = lock(&self.inner).settle(now, permit.epoch, permit.probe, took, verdict);
+        self.report(change);
+    }
+
+    fn report(&self, change: Option<Transition>) {
+        if let Some(t) = change {
+            t.report(&self.key, self.listener.as_ref());
+        }
+    }
+}
+
+/// Leave to make one call. Record how it went with [`Permit::record`]; a permit dropped
+/// without a record counts as [`Outcome::Ignored`] (and frees its probe slot).
+#[must_use = "a permit dropped at once counts as an ignored call"]
+pub struct Permit {
+    breaker: Arc<Breaker>,
+    epoch: u64,
+    probe: bool,
+    acquired: Instant,
+    settled: bool,
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit").field("key", &self.breaker.key).field("probe", &self.probe).finish()
+    }
+}
+
+impl Permit {
+    /// Whether this call is a half-open probe (and so bounded by `probe_timeout`).
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+
+    /// Which breaker admitted the call.
+    pub fn key(&self) -> &BreakerKey {
+        &self.breaker.key
+    }
+
+    /// Records how the call went.
+    pub fn record(mut self, verdict: Verdict) {
+        self.settled = true;
+        self.breaker.settle(&self, verdict);
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.breaker.settle(self, Verdict::new(Outcome::Ignored));
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Closed,
+    Open { until: Instant },
+    HalfOpen { probes: u32 },
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: BreakerConfig,
+    phase: Phase,
+    window: Window,
+    consecutive: u32,
+    /// Opens since the breaker last closed: sets the length of the next break.
+    opens: u32,
+    /// Bumped on every transition; permits of an older epoch are not counted.
+    epoch: u64,
+}
+
+impl Inner {
+    fn new(cfg: BreakerConfig, now: Instant) -> Inner {
+        Inner { cfg, phase: Phase::Closed, window: Window::new(cfg.window, now), consecutive: 0, opens: 0, epoch: 0 }
+    }
+
+    fn state(&self) -> State {
+        match self.phase {
+            Phase::Closed => State::Closed,
+            Phase::Open { .. } => State::Open,
+            Phase::HalfOpen { .. } => State::HalfOpen,
+        }
+    }
+
+    /// Open → half-open once the break is over.
+    fn refresh(&mut self, now: Instant) -> Option<Transition> {
+        match self.phase {
+            Phase::Open { until } if now >= until => {
+                let from = self.enter(Phase::HalfOpen { probes: 0 });
+                Some(Transition { from, to: State::HalfOpen, reason: Reason::BreakElapsed, break_for: None })
+            }
+            _ => None,
+        }
+    }
+
+    /// `Ok(probe)` when a call may go, else how long to wait.
+    fn admit(&mut self, now: Instant) -> Result<bool, Duration> {
+        // Zero probes would leave the breaker half-open for ever.
+        let limit = self.cfg.half_open_probes.max(1);
+        match &mut self.phase {
+            Phase::Closed => Ok(false),
+            Phase::Open { until } => Err(until.saturating_duration_since(now)),
+            Phase::HalfOpen { probes } if *probes < limit => {
+                *probes += 1;
+                Ok(true)
+            }
+            // A probe slot frees within `probe_timeout` at the latest.
+            Phase::HalfOpen { .. } => Err(self.cfg.probe_timeout),
+        }
+    }
+
+    fn settle(&mut self, now: Instant, epoch: u64, probe: bool, took: Duration, v: Verdict) -> Option<Transition> {
+        if epoch != self.epoch {
+            return None;
+        }
+        match &mut self.phase {
+            Phase::Closed => self.closed_result(now, v),
+            Phase::HalfOpen { probes } if probe => {
+                *probes = probes.saturating_sub(1);
+                self.probe_result(now, took, v.outcome)
+            }
+            _ => None,
+        }
+    }
+
+    fn closed_result(&mut self, now: Instant, v: Verdict) -> Option<Transition> {
+        let failure = match v.outcome {
+            Outcome::Ignored => return None,
+            Outcome::Success => false,
+            Outcome::Failure => true,
+        };
+        self.window.record(now, failure, v.slow);
+        self.consecutive = if failure { self.consecutive.saturating_add(1) } else { 0 };
+        self.trip_reason(now, failure, v.slow).map(|reason| self.open(now, reason))
+    }
+
+    fn trip_reason(&self, now: Instant, failure: bool, slow: bool) -> Option<Reason> {
+        let cfg = &self.cfg;
+        // Zero consecutive failures disables that trigger rather than opening at once.
+        if failure && cfg.consecutive_failures > 0 && self.consecutive >= cfg.consecutive_failures {
+            return Some(Reason::ConsecutiveFailures);
+        }
+        let totals = self.window.totals(now);
+        if totals.calls == 0 || totals.calls < cfg.min_calls {
+            return None;
+        }
+        let calls = f64::from(totals.calls);
+        if failure && f64::from(totals.failures) / calls >= cfg.failure_rate {
+            return Some(Reason::FailureRate);
+        }
+        if slow && f64::from(totals.slow) / calls >= cfg.slow_call_rate {
+            return Some(Reason::SlowCallRate);
+        }
+        None
+    }
+
+    fn probe_result(&mut self, now: Instant, took: Duration, outcome: Outcome) -> Option<Transition> {
+        let timed_out = took >= self.cfg.probe_timeout;
+        match outcome {
+            Outcome::Ignored => None,
+            Outcome::Failure if timed_out => Some(self.open(now, Reason::ProbeTimedOut)),
+            Outcome::Failure => Some(self.open(now, Reason::ProbeFailed)),
+            Outcome::Success if took > self.cfg.probe_timeout => Some(self.open(now, Reason::ProbeTimedOut)),
+            Outcome::Success => Some(self.close()),
+        }
+    }
+
+    fn open(&mut self, now: Instant, reason: Reason) -> Transition {
+        self.opens = self.opens.saturating_add(1);
+        let break_for = break_length(&self.cfg, self.opens);
+        // Overflow needs a break of centuries; fall back to a day rather than panic.
+        let until = now.checked_add(break_for).unwrap_or_else(|| now + Duration::from_secs(86_400));
+        let from = self.enter(Phase::Open { until });
+        Transition { from, to: State::Open, reason, break_for: Some(break_for) }
+    }
+
+    fn close(&mut self) -> Transition {
+        self.opens = 0;
+        let from = self.enter(Phase::Closed);
+        Transition { from, to: State::Closed, reason: Reason::ProbeSucceeded, break_for: None }
+    }
+
+    /// Moves to `phase` with fresh counts; returns the state left.
+    fn enter(&mut self, phase: Phase) -> State {
+        let from = self.state();
+        self.phase = phase;
+        self.epoch = self.epoch.wrapping_add(1);
+        self.window.clear();
+        self.consecutive = 0;
+        from
+    }
+}
+
+/// `break_duration · 2^(opens-1)`, ±20% jitter (so that breakers opened by one outage do
+/// not all probe at once), never longer than `max_break`.
+fn break_length(cfg: &BreakerConfig, opens: u32) -> Duration {
+    let factor = 1u32.checked_shl(opens.saturating_sub(1)).unwrap_or(u32::MAX);
+    let base = cfg.break_duration.saturating_mul(factor).min(cfg.max_break);
+    let jitter: f64 = rand::rng().random_range(0.8..=1.2);
+    Duration::try_from_secs_f64(base.as_secs_f64() * jitter).unwrap_or(base).min(cfg.max_break)
+}

@@ -1,0 +1,100 @@
+//! Tests of the breaker layer, with a scripted inner service and a paused clock.
+
+mod classify;
+mod service;
+mod state;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, service_fn};
+
+use super::{BreakerLayer, Breakers, Outcome, Verdict};
+use crate::config::resilience::BreakerConfig;
+use crate::errors::GatewayError;
+use crate::upstream::service::{CallCtx, UpstreamCall};
+use crate::upstream::{Call, EventSink, Reply, UpstreamError};
+
+/// Small numbers so that tests read easily.
+fn cfg() -> BreakerConfig {
+    BreakerConfig {
+        window: Duration::from_secs(10),
+        min_calls: 4,
+        failure_rate: 0.5,
+        consecutive_failures: 3,
+        break_duration: Duration::from_secs(1),
+        max_break: Duration::from_secs(4),
+        half_open_probes: 2,
+        probe_timeout: Duration::from_millis(500),
+        slow_call: Duration::from_millis(100),
+        slow_call_rate: 0.5,
+        hide_open_tools: false,
+    }
+}
+
+const SUCCESS: Verdict = Verdict { outcome: Outcome::Success, slow: false };
+const FAILURE: Verdict = Verdict { outcome: Outcome::Failure, slow: false };
+
+/// Asserts that `d` is `base` with ±20% jitter.
+fn assert_jittered(d: Duration, base: Duration) {
+    assert!(d >= base.mul_f64(0.8) && d <= base.mul_f64(1.2), "{d:?} is not {base:?} ±20%");
+}
+
+fn result() -> Result<Reply, GatewayError> {
+    Ok(Ok(crate::jsonrpc::to_raw(&json!({ "content": [] }))))
+}
+
+fn is_error_result() -> Result<Reply, GatewayError> {
+    Ok(Ok(crate::errors::tool_error("the tool says no")))
+}
+
+fn rpc_error(code: i64) -> Result<Reply, GatewayError> {
+    Ok(Err(crate::jsonrpc::error_object(code, "error", None)))
+}
+
+fn transport_error() -> Result<Reply, GatewayError> {
+    Err(GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io("reset".into()) })
+}
+
+/// A call to upstream `u`, a `tools/call` of `tool` when given.
+fn call(tool: Option<&str>) -> UpstreamCall {
+    let timeout = Duration::from_secs(30);
+    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let up: Arc<str> = Arc::from("u");
+    let link = crate::upstream::Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests());
+    let method = if tool.is_some() { "tools/call" } else { "ping" };
+    UpstreamCall {
+        upstream: Arc::clone(&up),
+        link,
+        call: Call { method: method.into(), params: None, progress_token: None, related: EventSink::new(up, tx) },
+        timeout,
+        tool: tool.map(Arc::from),
+        idempotent: true,
+        ctx: CallCtx::new(timeout),
+    }
+}
+
+type Stack = BoxCloneSyncService<UpstreamCall, Reply, GatewayError>;
+
+/// The breaker over an inner service that sleeps and answers as `script` says, and a
+/// count of the calls that reached the inner service.
+fn stack<F>(breakers: &Arc<Breakers>, script: F) -> (Stack, Arc<AtomicUsize>)
+where
+    F: Fn(&UpstreamCall) -> (Duration, Result<Reply, GatewayError>) + Clone + Send + Sync + 'static,
+{
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let inner = service_fn(move |req: UpstreamCall| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let (delay, result) = script(&req);
+        async move {
+            tokio::time::sleep(delay).await;
+            result
+        }
+    });
+    let svc = BreakerLayer::new(Arc::clone(breakers), cfg()).layer(inner);
+    (BoxCloneSyncService::new(svc), calls)
+}

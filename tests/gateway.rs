@@ -1,0 +1,344 @@
+//! The core gateway through the real binary: aggregation, routing, sessions, bad input,
+//! server-to-client traffic, concurrency and stdio supervision. Upstreams are the
+//! built-in demo server, over stdio (child processes of seawall) and over HTTP.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use std::time::Duration;
+
+use common::{DemoUpstream, Seawall};
+use mcp_client::Client;
+use serde_json::{Value, json};
+
+/// seawall in front of a per-session stdio demo (`demo`), a shared one (`shared`) and an
+/// HTTP demo (`remote`).
+async fn three_upstreams(remote: &DemoUpstream) -> Seawall {
+    let config = format!(
+        r#"
+upstreams:
+  - name: demo
+    command: seawall
+    args: [demo-upstream, --stdio]
+    share: per_session
+  - name: shared
+    command: seawall
+    args: [demo-upstream, --stdio]
+  - name: remote
+    url: {}
+"#,
+        remote.url
+    );
+    Seawall::start(&config).await
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_and_routes_across_stdio_and_http_upstreams() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+
+    let tools = c.request(1, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        tools.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for expected in ["demo__echo", "shared__echo", "remote__add", "remote__sleep"] {
+        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    }
+    // Unknown fields of the upstream's tool entries pass through untouched.
+    let echo = tools.result()["tools"].as_array().unwrap().iter().find(|t| t["name"] == "demo__echo").unwrap();
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+
+    assert_eq!(text_of(&c.call_tool(2, "demo__echo", json!({"message": "via stdio"})).await), "via stdio");
+    assert_eq!(text_of(&c.call_tool(3, "shared__echo", json!({"message": "via shared"})).await), "via shared");
+    let sum = c.call_tool(4, "remote__add", json!({"a": 2, "b": 3.5})).await;
+    assert_eq!(sum["structuredContent"]["sum"], json!(5.5));
+
+    let prompt = c.request(5, "prompts/get", json!({"name": "remote__greet", "arguments": {"name": "Ada"}})).await;
+    assert!(prompt.result()["messages"][0]["content"]["text"].as_str().unwrap().contains("Ada"));
+
+    let read = c.request(6, "resources/read", json!({"uri": "demo://echo/hello"})).await;
+    assert_eq!(read.result()["contents"][0]["text"], "hello");
+    let completion = c
+        .request(
+            7,
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "demo__greet"},
+            "argument": {"name": "name", "value": "al"}}),
+        )
+        .await;
+    assert_eq!(completion.result()["completion"]["values"], json!(["alice", "albert"]));
+
+    let unknown = c.request(8, "tools/call", json!({"name": "nosuch__tool", "arguments": {}})).await;
+    assert_eq!(unknown.error()["code"], -32602);
+    let no_method = c.request(9, "no/such/method", json!({})).await;
+    assert_eq!(no_method.error()["code"], -32601);
+
+    // The call reached the HTTP upstream under the upstream's own tool name.
+    assert!(remote.recorded().iter().any(|e| e["event"] == "call" && e["tool"] == "add"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_upstream_endpoint_keeps_names_and_upstream_identity() {
+    let remote = DemoUpstream::start(false, &["--name", "remote-demo", "--page-size", "3"]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.upstream_url("remote"), json!({})).await;
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 1..20 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = c.request(id, "tools/list", params).await;
+        names.extend(page.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()));
+        cursor = page.result()["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert!(names.contains(&"echo".to_owned()) && names.contains(&"add".to_owned()), "{names:?}");
+    assert_eq!(text_of(&c.call_tool(30, "echo", json!({"message": "plain"})).await), "plain");
+
+    // The aggregated endpoint pages through the same upstream with its own cursor.
+    let agg = Client::connect(&gw.url, json!({})).await;
+    let mut agg_names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 1..40 {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let page = agg.request(id, "tools/list", params).await;
+        agg_names
+            .extend(page.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()));
+        cursor = page.result()["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let remote_names: Vec<_> = agg_names.iter().filter_map(|n| n.strip_prefix("remote__")).map(str::to_owned).collect();
+    assert_eq!(remote_names, names);
+    let bad = agg.request(99, "tools/list", json!({"cursor": "not-a-cursor"})).await;
+    assert_eq!(bad.error()["code"], -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_right_json_rpc_error_and_http_status() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+
+    let parse = c.post_raw("{not json".into(), &[]).await;
+    assert_eq!(parse.status, 400);
+    assert_eq!(parse.error()["code"], -32700);
+    assert_eq!(parse.response()["id"], Value::Null);
+
+    let invalid = c.post_raw(r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#.into(), &[]).await;
+    assert_eq!(invalid.status, 400);
+    assert_eq!(invalid.error()["code"], -32600);
+    assert_eq!(invalid.response()["id"], 5);
+
+    let batch = c.post_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#.into(), &[]).await;
+    assert_eq!(batch.status, 400, "batches are 2025-03-26 only");
+
+    let not_acceptable =
+        c.post_raw(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.into(), &[("accept", "text/html")]).await;
+    assert_eq!(not_acceptable.status, 406);
+    let media =
+        c.post_raw(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.into(), &[("content-type", "text/plain")]).await;
+    assert_eq!(media.status, 415);
+    let huge = c
+        .post_raw(
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#, "a".repeat(5 << 20)),
+            &[],
+        )
+        .await;
+    assert_eq!(huge.status, 413);
+    let version = c
+        .post_raw(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.into(), &[("mcp-protocol-version", "1999-01-01")])
+        .await;
+    assert_eq!(version.status, 400);
+    let foreign = c
+        .post_raw(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.into(), &[("origin", "http://evil.example.com")])
+        .await;
+    assert_eq!(foreign.status, 403);
+
+    let mut anonymous = c.clone();
+    anonymous.session = None;
+    assert_eq!(anonymous.post(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).await.status, 400);
+    let mut stranger = c.clone();
+    stranger.session = Some("no-such-session".into());
+    assert_eq!(stranger.post(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).await.status, 404);
+
+    let put = c.http.put(&c.url).send().await.unwrap();
+    assert_eq!(put.status(), 405);
+
+    // Garbage of every shape never takes the gateway down.
+    for body in ["", "null", "[]", "[1,2]", "\"x\"", "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"x\"}", "\u{0}\u{1}"]
+    {
+        let r = c.post_raw(body.into(), &[]).await;
+        assert!(r.status == 400 || r.status == 200, "{body:?} → {}", r.status);
+    }
+    assert_eq!(c.request(2, "ping", json!({})).await.result(), &json!({}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_end_with_delete_and_lost_upstream_sessions_are_renewed() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    assert_eq!(text_of(&c.call_tool(1, "remote__echo", json!({"message": "one"})).await), "one");
+
+    // The upstream forgets every session: the next call re-initialises transparently.
+    let dropped = reqwest::Client::new().post(remote.url.replace("/mcp", "/admin/drop-sessions")).send().await.unwrap();
+    assert!(dropped.status().is_success());
+    assert_eq!(text_of(&c.call_tool(2, "remote__echo", json!({"message": "two"})).await), "two");
+    let inits = remote.recorded().iter().filter(|e| e["event"] == "initialize").count();
+    assert_eq!(inits, 2, "one initialize per upstream session");
+
+    let stats_url = remote.url.replace("/mcp", "/admin/stats");
+    let before = Client::get_json(&stats_url).await;
+    assert_eq!(c.delete().await, 200);
+    assert_eq!(c.post(json!({"jsonrpc":"2.0","id":3,"method":"ping"})).await.status, 404);
+    let after = Client::get_json(&stats_url).await;
+    assert_eq!(
+        after["sessions"].as_u64().unwrap() + 1,
+        before["sessions"].as_u64().unwrap(),
+        "DELETE ends the upstream session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_sampling_and_logging_reach_the_right_client_stream() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({"sampling": {}})).await;
+
+    let slow = c
+        .request(
+            1,
+            "tools/call",
+            json!({"name": "demo__sleep", "arguments": {"ms": 300}, "_meta": {"progressToken": "p-1"}}),
+        )
+        .await;
+    assert!(slow.sse);
+    let progress = slow.notifications("notifications/progress");
+    assert!(progress.len() >= 3, "{}", slow.raw);
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == "p-1"));
+    assert_eq!(text_of(slow.result()), "slept 300 ms");
+
+    // Sampling asked by an HTTP upstream and by a stdio upstream is relayed and answered.
+    for (id, tool) in [(2, "remote__sample"), (3, "demo__sample")] {
+        let mut asked = None;
+        let reply = c
+            .request_with(json!(id), "tools/call", json!({"name": tool, "arguments": {"prompt": "hi"}}), |m| {
+                assert_eq!(m["method"], "sampling/createMessage");
+                asked = Some(m["id"].clone());
+                Some(json!({"role": "assistant", "content": {"type": "text", "text": "hello from the client"}, "model": "test"}))
+            })
+            .await;
+        assert!(asked.unwrap().as_str().unwrap().starts_with("seawall-"), "server requests get gateway ids");
+        assert_eq!(text_of(reply.result()), "sampled: hello from the client", "{tool}");
+    }
+
+    // A notification not tied to a request arrives on the GET stream.
+    let (status, mut stream) = c.open_stream().await;
+    assert_eq!(status, 200);
+    let (second, _) = c.open_stream().await;
+    assert_eq!(second, 409, "one GET stream per session");
+    c.call_tool(4, "demo__log", json!({"message": "to the stream"})).await;
+    let note = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let m = stream.recv().await.expect("stream open");
+            if m["method"] == "notifications/message" {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("logging notification on the GET stream");
+    assert_eq!(note["params"]["data"], "to the stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cancellation_is_forwarded_upstream_with_the_upstream_id() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.request(77, "tools/call", json!({"name": "remote__sleep", "arguments": {"ms": 20000}})).await
+        })
+    };
+    let upstream_id =
+        wait_for(&remote, |e| (e["event"] == "call" && e["tool"] == "sleep").then(|| e["id"].clone())).await;
+    assert_eq!(c.notify("notifications/cancelled", json!({"requestId": 77, "reason": "user"})).await, 202);
+    let reply = tokio::time::timeout(Duration::from_secs(10), call).await.expect("answered at once").unwrap();
+    assert_eq!(reply.error()["code"], -32800);
+    let cancelled = wait_for(&remote, |e| (e["event"] == "cancelled").then(|| e["requestId"].clone())).await;
+    assert_eq!(cancelled, upstream_id, "the upstream hears its own id, not the client's");
+    assert_ne!(upstream_id, json!(77));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_with_interleaved_ids_each_get_their_own_answers() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let mut tasks = Vec::new();
+    for client in 0..12 {
+        let url = gw.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = Client::connect(&url, json!({})).await;
+            let calls = (0..8).map(|i| {
+                let c = c.clone();
+                async move {
+                    // Every client uses the same ids: the gateway must keep them apart.
+                    let tool = ["demo__echo", "shared__echo", "remote__echo"][i % 3];
+                    let message = format!("client {client} call {i}");
+                    let reply = c.call_tool(i as u64, tool, json!({"message": message})).await;
+                    assert_eq!(text_of(&reply), message, "{tool}");
+                }
+            });
+            futures::future::join_all(calls).await;
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t).await.expect("in time").expect("client task");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashing_stdio_upstream_fails_in_flight_calls_cleanly_and_restarts() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = three_upstreams(&remote).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let slow = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_tool(1, "shared__sleep", json!({"ms": 20000})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let crashed = c.call_tool(2, "shared__crash", json!({})).await;
+    assert_eq!(crashed["isError"], true);
+    let in_flight = tokio::time::timeout(Duration::from_secs(10), slow).await.expect("no hang").unwrap();
+    assert_eq!(in_flight["isError"], true);
+    assert!(text_of(&in_flight).contains("crashed"), "{in_flight}");
+    // The supervisor restarts the process; the next call works.
+    let again = c.call_tool(3, "shared__echo", json!({"message": "back"})).await;
+    assert_eq!(text_of(&again), "back");
+    let health = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    assert_eq!(health["upstreams"]["shared"]["state"], "up");
+}
+
+/// Polls the demo upstream's record until `pick` finds something (10 s at most).
+async fn wait_for(remote: &DemoUpstream, pick: impl Fn(&Value) -> Option<Value>) -> Value {
+    for _ in 0..200 {
+        if let Some(v) = remote.recorded().iter().find_map(&pick) {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not recorded: {:?}", remote.recorded());
+}
