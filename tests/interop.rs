@@ -40,6 +40,33 @@ async fn python_sdk_client_through_seawall() {
         .assert_success("python SDK client (tests/interop/python/client_test.py)");
 }
 
+/// The same Python checks against seawall's single-upstream endpoints `/mcp/demo` (stdio,
+/// per session) and `/mcp/remote` (HTTP), where names are not prefixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_through_single_upstream_endpoints() {
+    let interop = Interop::from_env();
+    let remote = DemoUpstream::start(false, &[]).await;
+    let seawall =
+        Seawall::start(&config_yaml(&[Upstream::demo_stdio("demo", true), Upstream::http("remote", &remote.url)], ""))
+            .await;
+
+    let script = interop.path("python/client_test.py");
+    for upstream in ["demo", "remote"] {
+        let url = seawall.upstream_url(upstream);
+        let cmd = interop.python_command([
+            script.as_os_str(),
+            url.as_ref(),
+            "--stdio-upstream".as_ref(),
+            "".as_ref(),
+            "--http-upstream".as_ref(),
+            "".as_ref(),
+        ]);
+        run_script(&format!("python client /mcp/{upstream}"), cmd, SCRIPT_TIMEOUT)
+            .await
+            .assert_success(&format!("python SDK client against /mcp/{upstream}"));
+    }
+}
+
 /// The official TypeScript SDK client against seawall's aggregate endpoint in front of
 /// the reference server `server-everything` (HTTP upstream `everything`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

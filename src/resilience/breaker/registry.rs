@@ -86,7 +86,11 @@ impl Breakers {
         if entry.tools.len() >= max {
             if !entry.full_logged {
                 entry.full_logged = true;
-                tracing::warn!(upstream = &**upstream, max, "too many tool breakers; further tools share the upstream's");
+                tracing::warn!(
+                    upstream = &**upstream,
+                    max,
+                    "too many tool breakers; further tools share the upstream's"
+                );
             }
             return None;
         }

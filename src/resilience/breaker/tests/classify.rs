@@ -1,0 +1,91 @@
+//! What counts as a failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{is_error_result, result, rpc_error, transport_error};
+use crate::errors::GatewayError;
+use crate::resilience::breaker::classify::{Cause, outcome, split};
+use crate::resilience::breaker::{Outcome, Verdict};
+use crate::upstream::UpstreamError;
+use crate::upstream::service::Abandon;
+
+fn upstream(source: UpstreamError) -> Result<crate::upstream::Reply, GatewayError> {
+    Err(GatewayError::Upstream { upstream: Arc::from("u"), source })
+}
+
+fn counted(r: &Result<crate::upstream::Reply, GatewayError>) -> Outcome {
+    outcome(r, Duration::ZERO, Duration::from_secs(1)).outcome
+}
+
+#[test]
+fn answers_and_client_faults_are_successes() {
+    for r in [result(), is_error_result(), rpc_error(-32600), rpc_error(-32601), rpc_error(-32602), rpc_error(-32002)] {
+        assert_eq!(counted(&r), Outcome::Success, "{r:?}");
+    }
+    let not_found = upstream(UpstreamError::HttpStatus { status: 404, retry_after: None });
+    assert_eq!(counted(&not_found), Outcome::Success);
+}
+
+#[test]
+fn upstream_faults_are_failures() {
+    let failures = [
+        rpc_error(-32603),
+        rpc_error(-32001),
+        rpc_error(-32000),
+        rpc_error(-32099),
+        Ok(Err(crate::jsonrpc::to_raw(&serde_json::json!({ "message": "no code" })))),
+        transport_error(),
+        upstream(UpstreamError::Connect("refused".into())),
+        upstream(UpstreamError::NotRunning("restarting".into())),
+        upstream(UpstreamError::Handshake("bad version".into())),
+        upstream(UpstreamError::ProcessExited),
+        upstream(UpstreamError::Protocol("not json".into())),
+        upstream(UpstreamError::HttpStatus { status: 503, retry_after: None }),
+        Err(GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(1) }),
+        Err(GatewayError::Unavailable { upstream: Arc::from("u"), reason: "down".into() }),
+    ];
+    for r in failures {
+        assert_eq!(counted(&r), Outcome::Failure, "{r:?}");
+    }
+}
+
+#[test]
+fn refusals_and_cancellations_are_ignored() {
+    let ignored = [
+        Err(GatewayError::Cancelled),
+        Err(GatewayError::CircuitOpen { upstream: Arc::from("u"), tool: None, retry_after: Duration::ZERO }),
+        Err(GatewayError::Overloaded { scope: "gateway".into(), retry_after: Duration::ZERO }),
+        Err(GatewayError::InvalidParams("x".into())),
+        Err(GatewayError::UnknownTool("x".into())),
+        Err(GatewayError::MethodNotFound("x".into())),
+        upstream(UpstreamError::HttpStatus { status: 429, retry_after: None }),
+        rpc_error(-32800),
+    ];
+    for r in ignored {
+        assert_eq!(counted(&r), Outcome::Ignored, "{r:?}");
+    }
+    assert_eq!(Cause::abandoned(Abandon::ClientCancelled, true).outcome(), Outcome::Ignored);
+    assert_eq!(Cause::abandoned(Abandon::DeadlineExpired, false).outcome(), Outcome::Failure);
+    assert_eq!(Cause::abandoned(Abandon::None, false).outcome(), Outcome::Ignored);
+    assert_eq!(Cause::abandoned(Abandon::None, true).outcome(), Outcome::Failure);
+}
+
+#[test]
+fn slowness_is_flagged_except_on_ignored_calls() {
+    let slow = Duration::from_millis(100);
+    assert!(outcome(&result(), Duration::from_millis(101), slow).slow);
+    assert!(!outcome(&result(), Duration::from_millis(100), slow).slow);
+    assert!(!outcome(&Err(GatewayError::Cancelled), Duration::from_secs(9), slow).slow);
+}
+
+#[test]
+fn each_failure_counts_on_the_breaker_it_is_about() {
+    let v = |o| Verdict::new(o);
+    use Outcome::{Failure, Ignored, Success};
+    assert_eq!(split(Cause::FailedAnswer, false, false), (v(Success), v(Failure)));
+    assert_eq!(split(Cause::Unreachable, false, false), (v(Failure), v(Ignored)));
+    assert_eq!(split(Cause::NoAnswer, false, false), (v(Ignored), v(Failure)));
+    assert_eq!(split(Cause::NoAnswer, false, true), (v(Failure), v(Failure)));
+    assert_eq!(split(Cause::Answered, true, false), (v(Success), Verdict { outcome: Success, slow: true }));
+}

@@ -1,0 +1,158 @@
+//! The state machine alone.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::advance;
+
+use super::{FAILURE, SUCCESS, assert_jittered, cfg};
+use crate::config::resilience::BreakerConfig;
+use crate::resilience::breaker::{Breaker, BreakerKey, State, Verdict};
+
+fn breaker(cfg: BreakerConfig) -> Arc<Breaker> {
+    Breaker::new(BreakerKey { upstream: Arc::from("u"), tool: None }, cfg, None)
+}
+
+fn record(b: &Arc<Breaker>, verdicts: &[Verdict]) {
+    for v in verdicts {
+        b.try_acquire().unwrap().record(*v);
+    }
+}
+
+/// Opens `b` by consecutive failures; returns the break.
+fn open(b: &Arc<Breaker>) -> Duration {
+    record(b, &[FAILURE, FAILURE, FAILURE]);
+    assert_eq!(b.state(), State::Open);
+    b.try_acquire().unwrap_err()
+}
+
+#[tokio::test(start_paused = true)]
+async fn opens_after_consecutive_failures() {
+    let b = breaker(cfg());
+    record(&b, &[FAILURE, FAILURE, SUCCESS, FAILURE, FAILURE]);
+    assert_eq!(b.state(), State::Closed, "a success resets the count");
+    record(&b, &[FAILURE]);
+    assert_eq!(b.state(), State::Open);
+    assert_jittered(b.try_acquire().unwrap_err(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_rate_opens_only_after_min_calls() {
+    let b = breaker(BreakerConfig { consecutive_failures: 0, ..cfg() });
+    record(&b, &[FAILURE, FAILURE, FAILURE]);
+    assert_eq!(b.state(), State::Closed, "100% of 3 calls, but min_calls is 4");
+    record(&b, &[FAILURE]);
+    assert_eq!(b.state(), State::Open);
+
+    let b = breaker(BreakerConfig { consecutive_failures: 0, ..cfg() });
+    record(&b, &[SUCCESS, FAILURE, SUCCESS, SUCCESS, FAILURE]);
+    assert_eq!(b.state(), State::Closed, "2 failures in 5 calls is under 50%");
+    record(&b, &[FAILURE]);
+    assert_eq!(b.state(), State::Open, "3 in 6 is 50%");
+}
+
+#[tokio::test(start_paused = true)]
+async fn old_calls_leave_the_window() {
+    let b = breaker(BreakerConfig { consecutive_failures: 0, ..cfg() });
+    record(&b, &[FAILURE, FAILURE, FAILURE]);
+    advance(Duration::from_secs(11)).await;
+    record(&b, &[SUCCESS, SUCCESS, SUCCESS, FAILURE]);
+    assert_eq!(b.state(), State::Closed, "1 failure in the 4 calls of the window");
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_call_rate_opens() {
+    let b = breaker(cfg());
+    let slow = Verdict { slow: true, ..SUCCESS };
+    record(&b, &[SUCCESS, SUCCESS, slow]);
+    assert_eq!(b.state(), State::Closed);
+    record(&b, &[slow]);
+    assert_eq!(b.state(), State::Open, "2 slow calls in 4 is 50%");
+}
+
+#[tokio::test(start_paused = true)]
+async fn half_open_admits_exactly_the_configured_probes() {
+    let b = breaker(cfg());
+    let pause = open(&b);
+    advance(pause).await;
+    let first = b.try_acquire().unwrap();
+    let second = b.try_acquire().unwrap();
+    assert!(first.is_probe() && second.is_probe());
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.try_acquire().unwrap_err(), cfg().probe_timeout, "a third concurrent probe is refused");
+    drop(first);
+    let third = b.try_acquire().expect("a dropped probe frees its slot");
+    assert_eq!(b.state(), State::HalfOpen, "an ignored probe decides nothing");
+    drop((second, third));
+}
+
+#[tokio::test(start_paused = true)]
+async fn probe_success_closes_and_resets_the_break() {
+    let b = breaker(cfg());
+    let pause = open(&b);
+    advance(pause).await;
+    let other = b.try_acquire().unwrap();
+    b.try_acquire().unwrap().record(SUCCESS);
+    assert_eq!(b.state(), State::Closed);
+    other.record(FAILURE);
+    record(&b, &[FAILURE, FAILURE]);
+    assert_eq!(b.state(), State::Closed, "a probe of the half-open period no longer counts");
+    record(&b, &[FAILURE]);
+    assert_eq!(b.state(), State::Open);
+    assert_jittered(b.try_acquire().unwrap_err(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn probe_failure_reopens_with_a_doubled_break_up_to_max_break() {
+    let b = breaker(cfg());
+    let mut pause = open(&b);
+    assert_jittered(pause, Duration::from_secs(1));
+    for expected in [2, 4, 4, 4] {
+        advance(pause).await;
+        b.try_acquire().unwrap().record(FAILURE);
+        assert_eq!(b.state(), State::Open);
+        pause = b.try_acquire().unwrap_err();
+        assert_jittered(pause, Duration::from_secs(expected));
+        assert!(pause <= cfg().max_break);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_slower_than_probe_timeout_fails() {
+    let b = breaker(cfg());
+    let pause = open(&b);
+    advance(pause).await;
+    let probe = b.try_acquire().unwrap();
+    advance(Duration::from_millis(600)).await;
+    probe.record(SUCCESS);
+    assert_eq!(b.state(), State::Open);
+    assert_jittered(b.try_acquire().unwrap_err(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_started_before_a_transition_are_not_counted() {
+    let b = breaker(cfg());
+    let old = b.try_acquire().unwrap();
+    let pause = open(&b);
+    advance(pause).await;
+    old.record(SUCCESS);
+    assert_eq!(b.state(), State::HalfOpen, "only a probe may close the breaker");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_transition_is_reported() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let listener: crate::resilience::breaker::Listener =
+        Arc::new(move |key: &BreakerKey, state| log.lock().unwrap().push((key.to_string(), state)));
+    let key = BreakerKey { upstream: Arc::from("u"), tool: Some(Arc::from("t")) };
+    let b = Breaker::new(key, cfg(), Some(listener));
+    let pause = open(&b);
+    assert!(b.is_open());
+    advance(pause).await;
+    assert!(!b.is_open(), "half-open is not open");
+    record(&b, &[SUCCESS]);
+    let seen = seen.lock().unwrap().clone();
+    let expected = [State::Open, State::HalfOpen, State::Closed].map(|s| ("u/t".to_owned(), s));
+    assert_eq!(seen, expected);
+}

@@ -1,0 +1,191 @@
+//! Resilience through the real binary against the demo upstream over HTTP: deadlines
+//! that cancel upstream, progress that keeps calls alive, idempotent-only retries, the
+//! retry budget under an outage, and load shedding.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use std::time::{Duration, Instant};
+
+use common::{DemoUpstream, Seawall};
+use mcp_client::Client;
+use serde_json::{Value, json};
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn calls(remote: &DemoUpstream, tool: &str) -> usize {
+    remote.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
+}
+
+async fn gateway(upstreams: &str, defaults: &str) -> Seawall {
+    Seawall::start(&format!("defaults:\n{defaults}\nupstreams:\n{upstreams}")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_answers_in_time_and_cancels_the_upstream_call() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw =
+        gateway(&format!("  - name: remote\n    url: {}\n", remote.url), "  timeouts: { tool_call: 1s, request: 1s }")
+            .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+
+    let started = Instant::now();
+    let result = c.call_tool(1, "remote__sleep", json!({"ms": 10000})).await;
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(950) && took < Duration::from_secs(4), "took {took:?}");
+    assert_eq!(result["isError"], true);
+    let text = text_of(&result);
+    assert!(text.contains("timed out") && text.contains("outcome is unknown"), "{text}");
+
+    // The upstream was told, with its own id for that call.
+    let call_id =
+        remote.recorded().iter().find(|e| e["event"] == "call" && e["tool"] == "sleep").unwrap()["id"].clone();
+    let mut cancelled = None;
+    for _ in 0..100 {
+        cancelled = remote.recorded().iter().find(|e| e["event"] == "cancelled").map(|e| e["requestId"].clone());
+        if cancelled.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cancelled, Some(call_id));
+
+    // Other methods get -32001.
+    let slow_read = c.request(2, "resources/read", json!({"uri": "demo://readme"})).await;
+    assert!(slow_read.response().get("result").is_some(), "a fast read is unaffected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_keeps_a_tool_call_alive_until_the_hard_cap() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = gateway(
+        &format!("  - name: remote\n    url: {}\n", remote.url),
+        "  timeouts: { tool_call: 1s, tool_idle: 1s, tool_max: 3s }",
+    )
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let with_progress =
+        |ms: u64| json!({"name": "remote__sleep", "arguments": {"ms": ms}, "_meta": {"progressToken": ms}});
+
+    // Longer than tool_call and tool_idle, but progress keeps coming: it completes.
+    let alive = c.request(1, "tools/call", with_progress(2000)).await;
+    assert_eq!(text_of(alive.result()), "slept 2000 ms", "{}", alive.raw);
+
+    // Progress forever still ends at tool_max.
+    let started = Instant::now();
+    let capped = c.request(2, "tools/call", with_progress(8000)).await;
+    let took = started.elapsed();
+    assert_eq!(capped.result()["isError"], true, "{}", capped.raw);
+    assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(6), "took {took:?}");
+
+    // Without progress the plain deadline applies.
+    let started = Instant::now();
+    let silent = c.call_tool(3, "remote__sleep", json!({"ms": 8000})).await;
+    assert_eq!(silent["isError"], true);
+    assert!(started.elapsed() < Duration::from_millis(2500));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_idempotent_requests_are_retried() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let upstreams = format!(
+        "  - name: plain\n    url: {url}\n  - name: safe\n    url: {url}\n    tools:\n      flaky: {{ idempotent: true }}\n",
+        url = remote.url
+    );
+    let gw = gateway(&upstreams, "  retry: { max_attempts: 3, base_delay: 10ms, max_delay: 50ms }").await;
+    let c = Client::connect(&gw.url, json!({})).await;
+
+    // Not marked idempotent: executed exactly once, the failure reported.
+    let once = c.call_tool(1, "plain__flaky", json!({"key": "a", "fail_first": 2, "mode": "http_503"})).await;
+    assert_eq!(once["isError"], true, "{once}");
+    assert_eq!(calls(&remote, "flaky"), 1);
+
+    // Marked idempotent: retried until the fault clears.
+    let retried = c.call_tool(2, "safe__flaky", json!({"key": "b", "fail_first": 2, "mode": "http_503"})).await;
+    assert_eq!(retried.get("isError"), None, "{retried}");
+    assert_eq!(text_of(&retried), "ok after 2 failures");
+    assert_eq!(calls(&remote, "flaky"), 1 + 3);
+
+    // resources/read is always idempotent.
+    let read = c.request(3, "resources/read", json!({"uri": "demo://flaky/c/2"})).await;
+    assert_eq!(read.result()["contents"][0]["text"], "ok", "{}", read.raw);
+    let reads = remote.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == "resources/read").count();
+    assert_eq!(reads, 3);
+
+    // A JSON-RPC error from the tool itself is never retried.
+    let failed = c
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "safe__flaky", "arguments": {"key": "d", "fail_first": 1, "mode": "error"}}),
+        )
+        .await;
+    assert_eq!(calls(&remote, "flaky"), 5, "{}", failed.raw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_budget_bounds_load_on_a_dead_upstream() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let upstreams =
+        format!("  - name: down\n    url: {}\n    tools:\n      flaky: {{ idempotent: true }}\n", remote.url);
+    let gw = gateway(
+        &upstreams,
+        "  retry: { max_attempts: 3, base_delay: 1ms, max_delay: 5ms, budget_percent: 20, budget_min_per_sec: 1 }\n  concurrency: { max_in_flight: 256, queue: 256 }",
+    )
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let n = 100;
+    let burst =
+        (0..n).map(|i| {
+            let c = c.clone();
+            async move {
+                c.call_tool(i, "down__flaky", json!({"key": format!("k{i}"), "rate": 1.0, "mode": "http_503"})).await
+            }
+        });
+    let results = futures::future::join_all(burst).await;
+    assert!(results.iter().all(|r| r["isError"] == true));
+    let attempts = calls(&remote, "flaky");
+    // 20% of the offered load plus the per-second floor (1/s over the 10 s window).
+    assert!(attempts <= n as usize * 12 / 10 + 10, "{attempts} attempts for {n} requests");
+    assert!(attempts > n as usize, "retries do happen while the budget allows");
+    println!("dead upstream: {attempts} attempts for {n} requests ({:.2}x)", attempts as f64 / n as f64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excess_load_is_shed_with_503_and_retry_after() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = gateway(
+        &format!("  - name: remote\n    url: {}\n", remote.url),
+        "  concurrency: { max_in_flight: 2, queue: 1, queue_timeout: 200ms }",
+    )
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let slow = (0..3).map(|i| {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.request(i, "tools/call", json!({"name": "remote__sleep", "arguments": {"ms": 1500}})).await
+        })
+    });
+    let slow: Vec<_> = slow.collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = c.request(10, "tools/call", json!({"name": "remote__echo", "arguments": {"message": "x"}})).await;
+    assert_eq!(refused.status, 503, "{}", refused.raw);
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(refused.error()["code"], -32012);
+    let mut ok = 0;
+    for t in slow {
+        let r = t.await.unwrap();
+        match r.response().get("result") {
+            Some(result) => {
+                assert_eq!(text_of(result), "slept 1500 ms");
+                ok += 1;
+            }
+            // The queued one waited 200 ms for a slot, then was refused.
+            None => assert_eq!(r.error()["code"], -32012),
+        }
+    }
+    assert_eq!(ok, 2, "the admitted calls complete");
+}
