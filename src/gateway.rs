@@ -309,11 +309,16 @@ struct ToolName {
 }
 
 async fn deliver(session: &Session, out: Option<&mpsc::Sender<String>>, message: String) {
+    if message.is_empty() && out.is_none() {
+        return; // a request to stream, for a client that reads JSON only
+    }
     match out {
         Some(tx) => {
             if let Err(e) = tx.send(message).await {
                 // The client stopped reading this request's stream: use the GET stream.
-                session.push_outbox(e.0);
+                if !e.0.is_empty() {
+                    session.push_outbox(e.0);
+                }
             }
         }
         None => session.push_outbox(message),

@@ -22,3 +22,4 @@ pub mod session;
 pub mod sse;
 pub mod telemetry;
 pub mod upstream;
+pub mod validation;

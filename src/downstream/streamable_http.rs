@@ -390,7 +390,10 @@ fn accepted() -> Response {
 }
 
 fn sse_response(messages: impl Stream<Item = String> + Send + 'static) -> Response {
-    let body = messages.map(|m| Ok::<_, Infallible>(sse::encode_message(&m, None)));
+    // Empty messages only asked for the stream to open; they carry nothing.
+    let body = messages
+        .filter(|m| futures::future::ready(!m.is_empty()))
+        .map(|m| Ok::<_, Infallible>(sse::encode_message(&m, None)));
     sse_headers(Response::new(Body::from_stream(body)))
 }
 

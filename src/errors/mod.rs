@@ -5,6 +5,8 @@
 //! `CallToolResult` with `isError: true`. Raw upstream detail goes to the log next to a
 //! correlation id and never to the client.
 
+pub mod sanitize;
+
 use std::sync::Arc;
 use std::time::Duration;
 

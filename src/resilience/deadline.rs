@@ -75,7 +75,7 @@ where
                         ctx.abandon(Abandon::DeadlineExpired);
                         return Err(GatewayError::Timeout { upstream, after: ctx.deadline() - ctx.started });
                     }
-                    _ = activity.next(), if extend_on_progress => {
+                    _ = activity.next_progress(), if extend_on_progress => {
                         let now = tokio::time::Instant::now();
                         let extended = ctx.deadline().max(now + idle).min(ctx.started + max);
                         ctx.set_deadline(extended);

@@ -48,6 +48,8 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
             let id = session.register_server_request(Arc::clone(&tagged.upstream), r.id);
             Some(jsonrpc::encode_request(&id, &r.method, r.params.as_deref()))
         }
+        // An empty message asks the transport to open a stream without sending anything.
+        UpstreamEvent::Streaming => Some(String::new()),
     }
 }
 

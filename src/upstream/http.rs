@@ -292,6 +292,9 @@ impl HttpLink {
         let content_type =
             resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
+            if let Some(sink) = related {
+                super::send_event(sink, UpstreamEvent::Streaming);
+            }
             return self.read_stream(resp, id, related, state).await;
         }
         if !content_type.starts_with("application/json") {

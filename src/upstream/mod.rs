@@ -36,6 +36,9 @@ pub enum UpstreamEvent {
     /// A server-initiated request (sampling, elicitation, roots/list, ...); answer it
     /// with [`Link::respond`] on the link it came from.
     Request(Request),
+    /// The upstream chose to answer this call with an SSE stream; a transparent gateway
+    /// answers its client the same way.
+    Streaming,
 }
 
 /// An upstream event tagged with the upstream it came from (so that a session knows
@@ -75,30 +78,40 @@ impl EventSink {
     }
 }
 
-/// Counts what an upstream says about one call (progress, logging, server requests),
-/// so the deadline can be extended on progress and the retry layer knows whether
-/// anything reached the client.
+/// Counts what an upstream says about one call, so the deadline can be extended on
+/// progress and the retry layer knows whether anything reached the client.
 #[derive(Debug, Default)]
 pub struct Activity {
-    count: AtomicU64,
-    notify: tokio::sync::Notify,
+    relayed: AtomicU64,
+    progress: tokio::sync::Notify,
 }
 
 impl Activity {
     /// Records one event.
-    pub fn poke(&self) {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.notify.notify_one();
+    pub fn record(&self, event: &UpstreamEvent) {
+        match event {
+            UpstreamEvent::Notification(n) => {
+                self.relayed.fetch_add(1, Ordering::Relaxed);
+                if n.method == method::PROGRESS {
+                    self.progress.notify_one();
+                }
+            }
+            UpstreamEvent::Request(_) => {
+                self.relayed.fetch_add(1, Ordering::Relaxed);
+            }
+            UpstreamEvent::Streaming => {}
+        }
     }
 
-    /// Events seen so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
+    /// Messages relayed towards the client so far.
+    pub fn relayed(&self) -> u64 {
+        self.relayed.load(Ordering::Relaxed)
     }
 
-    /// Resolves at the next event (or at once if one arrived since the last wait).
-    pub async fn next(&self) {
-        self.notify.notified().await
+    /// Resolves at the next progress notification (or at once if one arrived since the
+    /// last wait).
+    pub async fn next_progress(&self) {
+        self.progress.notified().await
     }
 }
 
@@ -227,7 +240,7 @@ impl LinkShared {
 /// Sends without waiting; a full or closed sink drops the event with a log line.
 pub fn send_event(sink: &EventSink, event: UpstreamEvent) {
     if let Some(activity) = &sink.activity {
-        activity.poke();
+        activity.record(&event);
     }
     if let Err(e) = sink.tx.try_send(Tagged { upstream: Arc::clone(&sink.upstream), event }) {
         tracing::debug!(error = %e, "dropped an upstream event: the receiver is gone or full");

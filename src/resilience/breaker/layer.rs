@@ -6,7 +6,7 @@ use tower::Layer;
 
 use super::CircuitBreaker;
 use super::registry::Breakers;
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 
 /// Applies [`CircuitBreaker`] with one upstream's settings; the breakers themselves live
 /// in the shared [`Breakers`] registry, so status pages and `tools/list` can read them.

@@ -41,7 +41,7 @@ pub use transition::{Listener, Reason};
 
 use admission::Admission;
 
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 use crate::errors::GatewayError;
 use crate::upstream::Reply;
 use crate::upstream::service::UpstreamCall;

@@ -10,7 +10,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use super::state::{Breaker, BreakerKey, State};
 use super::transition::Listener;
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 
 /// Tool breakers per upstream, by default.
 pub const MAX_TOOL_BREAKERS: usize = 1024;

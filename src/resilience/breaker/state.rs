@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::classify::{Outcome, Verdict};
 use super::transition::{Listener, Reason, Transition};
 use super::window::Window;
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 use crate::upstream::lock;
 
 /// Which breaker: an upstream's own (`tool: None`) or one of its tools'.

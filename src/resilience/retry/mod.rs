@@ -123,7 +123,7 @@ where
 
 /// How many events of this request have been relayed towards the client so far.
 fn relayed(req: &UpstreamCall) -> u64 {
-    req.call.related.activity().map_or(0, |a| a.count())
+    req.call.related.activity().map_or(0, |a| a.relayed())
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, service_fn};
 
 use super::{BreakerLayer, Breakers, Outcome, Verdict};
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 use crate::errors::GatewayError;
 use crate::upstream::service::{CallCtx, UpstreamCall};
 use crate::upstream::{Call, EventSink, Reply, UpstreamError};

@@ -52,7 +52,8 @@ async fn is_error_results_and_client_faults_never_open() {
     });
     for _ in 0..20 {
         for tool in [Some("a"), Some("b"), None] {
-            send(&svc, tool).await.unwrap();
+            let reply = send(&svc, tool).await.unwrap();
+            assert_eq!(reply.is_ok(), tool == Some("a"), "only the tool result is a JSON-RPC result");
         }
     }
     assert_eq!(calls.load(Ordering::SeqCst), 60);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::advance;
 
 use super::{FAILURE, SUCCESS, assert_jittered, cfg};
-use crate::config::resilience::BreakerConfig;
+use crate::config::BreakerConfig;
 use crate::resilience::breaker::{Breaker, BreakerKey, State, Verdict};
 
 fn breaker(cfg: BreakerConfig) -> Arc<Breaker> {
@@ -28,7 +28,8 @@ fn open(b: &Arc<Breaker>) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn opens_after_consecutive_failures() {
-    let b = breaker(cfg());
+    // A failure rate above 100% never opens it: only the consecutive count does.
+    let b = breaker(BreakerConfig { failure_rate: 1.1, ..cfg() });
     record(&b, &[FAILURE, FAILURE, SUCCESS, FAILURE, FAILURE]);
     assert_eq!(b.state(), State::Closed, "a success resets the count");
     record(&b, &[FAILURE]);

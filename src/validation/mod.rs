@@ -1,0 +1,194 @@
+//! Validation of tool arguments against the tool's `inputSchema`, at the gateway.
+//!
+//! A model that sends bad arguments learns what is wrong from the violations (at most
+//! [`MAX_VIOLATIONS`], each with its JSON Pointer and a sanitised message) and can correct
+//! itself without a round trip to the upstream.
+//!
+//! The schema is the upstream's; a broken one must never block calls, so a schema that
+//! does not compile validates everything (and is logged once, when first seen). Schemas
+//! are compiled once and kept in a bounded [`SchemaCache`]. Compilation is offline — no
+//! remote `$ref` is ever fetched — and `pattern`s use the linear-time `regex` engine, so a
+//! hostile pattern cannot stall the gateway (patterns needing look-around or
+//! back-references make the schema fail to compile, which again means "not validated").
+
+mod message;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use jsonschema::{PatternOptions, Validator};
+use serde_json::Value;
+
+use crate::errors::sanitize;
+
+/// Most violations reported for one instance; further ones are not computed.
+pub const MAX_VIOLATIONS: usize = 8;
+/// A sensible cache size: one entry per distinct tool schema.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// One way in which an instance fails its schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// RFC 6901 pointer to the offending value in the instance; `""` is the root.
+    ///
+    /// As jsonschema reports it, a missing required property points at the object that
+    /// lacks it (`""` for a missing top-level argument), not at the absent member.
+    pub pointer: String,
+    /// What is wrong, built from the kind of failure rather than from the (possibly huge)
+    /// offending value, and sanitised to at most 256 bytes.
+    pub message: String,
+}
+
+/// Compiled validators keyed by the schema's JSON text, bounded, safe to share.
+///
+/// When full, the entry inserted first is evicted. A schema that fails to compile is
+/// cached too (as "validate nothing"), so its warning is logged once.
+pub struct SchemaCache {
+    capacity: usize,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_hash: HashMap<u64, Entry>,
+    /// Insertion order, oldest first.
+    order: VecDeque<u64>,
+    /// Schemas compiled so far (tests check that hits do not recompile).
+    compiled: usize,
+}
+
+struct Entry {
+    /// The schema's text, compared on every hit so a hash collision cannot pick the wrong
+    /// validator.
+    text: Box<str>,
+    /// `None` when the schema did not compile.
+    validator: Option<Arc<Validator>>,
+}
+
+impl SchemaCache {
+    /// A cache holding at most `capacity` compiled schemas (at least one).
+    pub fn new(capacity: usize) -> Self {
+        SchemaCache {
+            capacity: capacity.max(1),
+            entries: Mutex::new(Entries::default()),
+        }
+    }
+
+    /// Validates `instance` against `schema`: `Ok(())`, or up to [`MAX_VIOLATIONS`]
+    /// violations in the order jsonschema finds them.
+    ///
+    /// A schema that fails to compile (invalid, unresolvable `$ref`, unsupported
+    /// pattern) yields `Ok(())` and a warning in the log. Without `$schema`, the dialect
+    /// is JSON Schema 2020-12, as MCP 2025-11-25 specifies.
+    pub fn validate(&self, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
+        let Some(validator) = self.validator(schema) else {
+            return Ok(());
+        };
+        let violations: Vec<Violation> = validator
+            .iter_errors(instance)
+            .take(MAX_VIOLATIONS)
+            .map(|error| Violation {
+                pointer: error.instance_path().as_str().to_owned(),
+                message: sanitize::text(&message::describe(error.kind(), error.instance())),
+            })
+            .collect();
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
+    }
+
+    /// Number of schemas currently cached.
+    pub fn len(&self) -> usize {
+        self.lock().by_hash.len()
+    }
+
+    /// Whether no schema is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The compiled validator for `schema`, compiling and caching it on a miss; `None`
+    /// when it does not compile.
+    fn validator(&self, schema: &Value) -> Option<Arc<Validator>> {
+        let text = serde_json::to_string(schema).ok()?;
+        let key = {
+            let mut hasher = DefaultHasher::new();
+            text.hash(&mut hasher);
+            hasher.finish()
+        };
+        if let Some(entry) = self.lock().by_hash.get(&key)
+            && *entry.text == *text
+        {
+            return entry.validator.clone();
+        }
+        // Compile without holding the lock; a concurrent miss on the same schema compiles
+        // it twice, which is harmless.
+        let validator = compile(schema).map(Arc::new);
+        let mut entries = self.lock();
+        entries.compiled += 1;
+        let entry = Entry {
+            text: text.into_boxed_str(),
+            validator: validator.clone(),
+        };
+        if entries.by_hash.insert(key, entry).is_none() {
+            entries.order.push_back(key);
+        }
+        while entries.by_hash.len() > self.capacity {
+            let Some(oldest) = entries.order.pop_front() else {
+                break;
+            };
+            entries.by_hash.remove(&oldest);
+        }
+        validator
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        // The entries stay consistent even if a holder panicked: every update is a
+        // single insert or remove.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[cfg(test)]
+    fn compiled(&self) -> usize {
+        self.lock().compiled
+    }
+}
+
+impl Default for SchemaCache {
+    fn default() -> Self {
+        SchemaCache::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl std::fmt::Debug for SchemaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaCache")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Compiles offline with the linear-time regex engine; logs and returns `None` on error.
+fn compile(schema: &Value) -> Option<Validator> {
+    match jsonschema::options()
+        .offline()
+        .with_pattern_options(PatternOptions::regex())
+        .build(schema)
+    {
+        Ok(validator) => Some(validator),
+        Err(error) => {
+            tracing::warn!(
+                error = %sanitize::text(&error.to_string()),
+                "tool input schema does not compile; its arguments are not validated"
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
