@@ -40,10 +40,17 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
         };
         upstreams.insert(handle.name.to_string(), json!({ "kind": handle.kind(), "state": state }));
     }
+    let breakers: Vec<Value> = gateway
+        .breakers()
+        .states()
+        .into_iter()
+        .map(|(key, state)| json!({ "upstream": &*key.upstream, "tool": key.tool.as_deref(), "state": format!("{state:?}").to_lowercase() }))
+        .collect();
     let body = json!({
         "status": if ready { "ready" } else { "degraded" },
         "sessions": gateway.sessions().len(),
         "upstreams": Value::Object(upstreams),
+        "breakers": breakers,
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()

@@ -23,6 +23,7 @@ use crate::config::{Config, StdioShare, UpstreamKind};
 use crate::downstream::streamable_http::{self, HttpState};
 use crate::gateway::Gateway;
 use crate::policy::origin::OriginPolicy;
+use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
@@ -45,7 +46,7 @@ pub struct Overrides {
 }
 
 /// The request stack in front of one upstream, outermost layer first.
-fn upstream_stack(settings: &UpstreamSettings) -> UpstreamService {
+fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> UpstreamService {
     let stack = ServiceBuilder::new()
         // Load shedding: a capped number of requests in flight with a short queue, then
         // an immediate "overloaded" refusal instead of a backlog.
@@ -56,13 +57,16 @@ fn upstream_stack(settings: &UpstreamSettings) -> UpstreamService {
         // Retries of idempotent requests only, with full-jitter backoff, within the
         // deadline and a per-upstream budget.
         .layer(RetryLayer::new(settings.retry))
+        // Circuit breakers per upstream and per tool: while one is open, calls fail fast
+        // without upstream traffic; each attempt counts on the breaker it is about.
+        .layer(BreakerLayer::new(Arc::clone(breakers), settings.breaker))
         // The link: a Streamable HTTP session or a supervised stdio process.
         .service(LinkService);
     UpstreamService::new(stack)
 }
 
 /// Builds every configured upstream; shared stdio processes start here.
-pub fn build_upstreams(config: &Config) -> anyhow::Result<Upstreams> {
+pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Result<Upstreams> {
     let mut upstreams = Upstreams::default();
     for up in &config.upstreams {
         let timeouts = up.timeouts(&config.defaults.timeouts);
@@ -102,7 +106,7 @@ pub fn build_upstreams(config: &Config) -> anyhow::Result<Upstreams> {
             tools: up.tools.clone(),
             catalog: ToolCatalog::default(),
         };
-        let service = upstream_stack(&policy);
+        let service = upstream_stack(&policy, breakers);
         upstreams.push(UpstreamHandle { name, transport, policy, service });
     }
     Ok(upstreams)
@@ -124,8 +128,12 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     if let Some(admin) = overrides.admin_listen {
         config.admin_listen = Some(admin);
     }
-    let upstreams = Arc::new(build_upstreams(&config)?);
-    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone());
+    let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
+    let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
+        let _ = transitions_tx.send((key.clone(), state));
+    }));
+    let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
+    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers));
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout);
     let gateway =
         Arc::new(Gateway::new(router, sessions, config.limits.max_in_flight_per_session, config.limits.max_in_flight));
@@ -153,6 +161,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let _ = std::io::stdout().flush();
 
     let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway)));
+    let announcer = tokio::spawn(announce_hidden_tools(Arc::clone(&gateway), breakers, transitions));
     let admin_task = admin.map(|l| {
         let app = crate::admin::router(Arc::clone(&gateway));
         tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(shutdown_signal()).await })
@@ -161,6 +170,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
 
     tracing::info!("shutting down");
     reaper.abort();
+    announcer.abort();
     if let Some(t) = admin_task {
         t.abort();
     }
@@ -171,6 +181,34 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         }
     }
     Ok(())
+}
+
+/// With `hide_open_tools`, a tool whose breaker opens disappears from `tools/list` and
+/// comes back when it half-opens; clients hear `notifications/tools/list_changed` both
+/// times. Breakers half-open lazily, so an open one is polled until it lets probes in.
+async fn announce_hidden_tools(
+    gateway: Arc<Gateway>,
+    breakers: Arc<Breakers>,
+    mut transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
+) {
+    while let Some((key, state)) = transitions.recv().await {
+        let Some(tool) = key.tool.clone() else { continue };
+        let Some(handle) = gateway.upstreams().get(&key.upstream) else { continue };
+        if !handle.policy.breaker.hide_open_tools {
+            continue;
+        }
+        gateway.announce_tools_changed(&key.upstream);
+        if state == BreakerState::Open {
+            let breakers = Arc::clone(&breakers);
+            let max = handle.policy.breaker.max_break + Duration::from_secs(1);
+            tokio::spawn(async move {
+                let started = tokio::time::Instant::now();
+                while breakers.is_open(&key.upstream, Some(&tool)) && started.elapsed() < max {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            });
+        }
+    }
 }
 
 async fn reap_sessions(gateway: Arc<Gateway>) {

@@ -288,6 +288,25 @@ impl Gateway {
         futures::future::join_all(closes.map(|link: Link| async move { link.close().await })).await;
     }
 
+    /// The circuit breakers.
+    pub fn breakers(&self) -> &Arc<crate::resilience::breaker::Breakers> {
+        self.router.breakers()
+    }
+
+    /// Tells every session that reaches `upstream` that its tool list changed.
+    pub fn announce_tools_changed(&self, upstream: &str) {
+        let note = jsonrpc::encode_notification("notifications/tools/list_changed", None);
+        for session in self.sessions.all() {
+            let reaches = match &session.scope {
+                Scope::Aggregate => true,
+                Scope::Single(name) => &**name == upstream,
+            };
+            if reaches {
+                session.push_outbox(note.clone());
+            }
+        }
+    }
+
     /// Ends sessions idle past the configured timeout.
     pub async fn reap_idle(&self) {
         for session in self.sessions.reap_idle() {

@@ -189,3 +189,56 @@ async fn excess_load_is_shed_with_503_and_retry_after() {
     }
     assert_eq!(ok, 2, "the admitted calls complete");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = gateway(
+        &format!("  - name: remote\n    url: {}\n", remote.url),
+        "  breaker: { consecutive_failures: 3, break: 1s, max_break: 2s, hide_open_tools: true }",
+    )
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let (_, mut stream) = c.open_stream().await;
+    let failing = json!({"key": "k", "fail_first": 1000, "mode": "error"});
+    for id in 0..3 {
+        let r = c.request(id, "tools/call", json!({"name": "remote__flaky", "arguments": failing})).await;
+        assert!(r.raw.contains("transient failure") || r.raw.contains("isError"), "{}", r.raw);
+    }
+    assert_eq!(calls(&remote, "flaky"), 3);
+
+    // Open: answered at once, naming the tool and when to retry; the upstream sees nothing.
+    let started = Instant::now();
+    let refused = c.call_tool(10, "remote__flaky", failing.clone()).await;
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(refused["isError"], true);
+    let text = text_of(&refused);
+    assert!(text.contains("remote__flaky") && text.contains("retry in"), "{text}");
+    assert_eq!(calls(&remote, "flaky"), 3);
+
+    // Other tools of the same upstream keep working; the open tool is hidden.
+    assert_eq!(text_of(&c.call_tool(11, "remote__echo", json!({"message": "fine"})).await), "fine");
+    let listed = c.request(12, "tools/list", json!({})).await;
+    let names = listed.result()["tools"].to_string();
+    assert!(!names.contains("remote__flaky") && names.contains("remote__echo"), "{names}");
+    let changed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if stream.recv().await.expect("stream")["method"] == "notifications/tools/list_changed" {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(changed.is_ok(), "clients hear list_changed when a tool is hidden");
+
+    // After the break a probe goes through; its success closes the breaker.
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    let probe = c.call_tool(13, "remote__flaky", json!({"key": "fresh", "fail_first": 0})).await;
+    assert_eq!(text_of(&probe), "ok after 0 failures", "{probe}");
+    let after = c.call_tool(14, "remote__flaky", json!({"key": "fresh2", "fail_first": 0})).await;
+    assert_eq!(text_of(&after), "ok after 0 failures");
+    assert_eq!(calls(&remote, "flaky"), 5);
+    let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    let tool = status["breakers"].as_array().unwrap().iter().find(|b| b["tool"] == "flaky").cloned().unwrap();
+    assert_eq!(tool["state"], "closed");
+}

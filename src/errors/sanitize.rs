@@ -71,11 +71,7 @@ pub fn sanitize(text: &str, cap: usize) -> String {
         current = next;
     }
     // A text that keeps changing under its own scrubbing is not worth showing.
-    if MARK_REDACTED.len() <= cap {
-        MARK_REDACTED.to_owned()
-    } else {
-        String::new()
-    }
+    if MARK_REDACTED.len() <= cap { MARK_REDACTED.to_owned() } else { String::new() }
 }
 
 /// Sanitises an identifier (tool name, cursor, version, id) to [`IDENT_CAP`] bytes.
@@ -124,21 +120,13 @@ fn bound(text: &str, limit: usize) -> Cow<'_, str> {
 /// A byte no credential, path, host or JWT contains.
 fn is_cut_separator(c: u8) -> bool {
     is_space_or_control(c)
-        || matches!(
-            c,
-            b'"' | b'\'' | b'<' | b'>' | b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')'
-                | b'|' | b'`'
-        )
+        || matches!(c, b'"' | b'\'' | b'<' | b'>' | b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'|' | b'`')
 }
 
 /// Escapes everything outside printable ASCII and cuts to `cap` bytes, `...` included.
 fn escape_and_cap(text: &str, cap: usize) -> String {
     let full: usize = text.bytes().map(escaped_len).sum();
-    let budget = if full <= cap {
-        full
-    } else {
-        cap.saturating_sub(ELLIPSIS.len())
-    };
+    let budget = if full <= cap { full } else { cap.saturating_sub(ELLIPSIS.len()) };
     let mut out = String::with_capacity(budget.min(full) + ELLIPSIS.len());
     for c in text.bytes() {
         if out.len() + escaped_len(c) > budget {
@@ -249,15 +237,28 @@ enum Verdict {
 fn reduce_traces(text: &str) -> Cow<'_, str> {
     let mut kept: Vec<Cow<'_, str>> = Vec::new();
     let mut changed = false;
+    // Blank lines that separated a dropped trace from its neighbours go with it.
+    let mut after_drop = false;
     let mut state = Trace::Outside;
     for raw in text.split('\n') {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         match classify(line, &mut state) {
-            Verdict::Keep => kept.push(Cow::Borrowed(raw)),
-            Verdict::Drop => changed = true,
+            Verdict::Keep if after_drop && line.trim().is_empty() => {}
+            Verdict::Keep => {
+                kept.push(Cow::Borrowed(raw));
+                after_drop = false;
+            }
+            Verdict::Drop => {
+                while kept.last().is_some_and(|l| l.trim().is_empty()) {
+                    kept.pop();
+                }
+                changed = true;
+                after_drop = true;
+            }
             Verdict::Replace(headline) => {
                 kept.push(Cow::Owned(headline));
                 changed = true;
+                after_drop = false;
             }
         }
     }
@@ -278,11 +279,7 @@ fn classify(line: &str, state: &mut Trace) -> Verdict {
         Trace::Python => indented || t.is_empty(),
         Trace::RustBacktrace => indented || t.is_empty() || is_numbered_frame(t),
         Trace::Go => {
-            indented
-                || t.is_empty()
-                || is_go_call(t)
-                || t.starts_with("created by ")
-                || is_goroutine_header(t)
+            indented || t.is_empty() || is_go_call(t) || t.starts_with("created by ") || is_goroutine_header(t)
         }
     };
     if continues {
@@ -487,10 +484,7 @@ fn is_alnum(c: u8) -> bool {
 
 /// An escape `\xNN` (as this module writes them) starts at `i`.
 fn escape_at(b: &[u8], i: usize) -> bool {
-    at(b, i) == b'\\'
-        && at(b, i + 1) == b'x'
-        && at(b, i + 2).is_ascii_hexdigit()
-        && at(b, i + 3).is_ascii_hexdigit()
+    at(b, i) == b'\\' && at(b, i + 1) == b'x' && at(b, i + 2).is_ascii_hexdigit() && at(b, i + 3).is_ascii_hexdigit()
 }
 
 /// An escape ends right before `i`: what follows starts a new token, as it would after
@@ -502,11 +496,7 @@ fn escape_before(b: &[u8], i: usize) -> bool {
 /// A run of token bytes that begins at `start` may begin with the `xNN` of an escape
 /// whose backslash ended the previous run; those three bytes belong to the escape.
 fn skip_escape(b: &[u8], start: usize) -> usize {
-    if start >= 1 && escape_at(b, start - 1) {
-        start + 3
-    } else {
-        start
-    }
+    if start >= 1 && escape_at(b, start - 1) { start + 3 } else { start }
 }
 
 /// `i` starts a word: the byte before is not alphanumeric (or is the end of an escape).
@@ -516,10 +506,7 @@ fn word_start(b: &[u8], i: usize) -> bool {
 
 /// Index of the first occurrence of `needle` at or after `from`.
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    b.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|p| p + from)
+    b.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
 /// End of the maximal run of bytes satisfying `keep`, starting at `i`.
@@ -549,19 +536,24 @@ fn is_marker(value: &[u8]) -> bool {
 
 // --- PEM blocks --------------------------------------------------------------------------
 
-/// `-----BEGIN … PRIVATE KEY-----` … `-----END …-----`, or to the end when unterminated.
+/// `-----BEGIN <LABEL>-----` … `-----END <LABEL>-----`, or to the end when unterminated.
 fn pem_blocks(b: &[u8], spans: &mut Vec<Span>) {
     let mut from = 0;
     while let Some(start) = find(b, from, b"-----BEGIN ") {
-        let end = find(b, start + 11, b"-----END ")
-            .map_or(b.len(), |e| find(b, e + 9, b"-----").map_or(b.len(), |t| t + 5));
-        spans.push(Span {
-            start,
-            end,
-            marker: MARK_REDACTED,
-        });
+        let Some(body) = pem_label_end(b, start + 11) else {
+            from = start + 11;
+            continue;
+        };
+        let end = find(b, body, b"-----END ").map_or(b.len(), |e| pem_label_end(b, e + 9).unwrap_or(e + 9));
+        spans.push(Span { start, end, marker: MARK_REDACTED });
         from = end;
     }
+}
+
+/// After `-----BEGIN ` or `-----END `: the end of `LABEL-----`.
+fn pem_label_end(b: &[u8], i: usize) -> Option<usize> {
+    let end = run_end(b, i, |c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' ');
+    (end > i && b.get(end..end + 5) == Some(&b"-----"[..])).then_some(end + 5)
 }
 
 // --- URLs --------------------------------------------------------------------------------
@@ -587,11 +579,7 @@ fn urls(b: &[u8], spans: &mut Vec<Span>) {
         }
         let end = trim_url_end(b, sep + 3, run_end(b, sep + 3, is_url_byte));
         if end > sep + 3 {
-            spans.push(Span {
-                start,
-                end,
-                marker: MARK_URL,
-            });
+            spans.push(Span { start, end, marker: MARK_URL });
         }
         from = end.max(sep + 3);
     }
@@ -665,11 +653,7 @@ fn key_values(b: &[u8], spans: &mut Vec<Span>) {
         };
         if let Some((vs, ve)) = key_value(b, end, whole_line) {
             if ve > vs && !is_marker(&b[vs..ve]) {
-                spans.push(Span {
-                    start: vs,
-                    end: ve,
-                    marker: MARK_REDACTED,
-                });
+                spans.push(Span { start: vs, end: ve, marker: MARK_REDACTED });
             }
             i = i.max(ve);
         }
@@ -762,11 +746,7 @@ fn auth_schemes(b: &[u8], spans: &mut Vec<Span>) {
                 && !is_alnum(at(b, end))
         };
         if start > after && redact {
-            spans.push(Span {
-                start,
-                end,
-                marker: MARK_REDACTED,
-            });
+            spans.push(Span { start, end, marker: MARK_REDACTED });
             i = end;
         } else {
             i = after;
@@ -782,13 +762,8 @@ fn scheme_at(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
 
 fn looks_like_basic_credentials(token: &[u8]) -> bool {
     token.len() >= 8
-        && token
-            .iter()
-            .all(|&c| is_alnum(c) || matches!(c, b'+' | b'/' | b'='))
-        && token
-            .iter()
-            .skip(1)
-            .any(|&c| c.is_ascii_digit() || c.is_ascii_uppercase() || !is_alnum(c))
+        && token.iter().all(|&c| is_alnum(c) || matches!(c, b'+' | b'/' | b'='))
+        && token.iter().skip(1).any(|&c| c.is_ascii_digit() || c.is_ascii_uppercase() || !is_alnum(c))
 }
 
 // --- tokens with a known prefix ----------------------------------------------------------
@@ -838,9 +813,7 @@ fn prefixed_tokens(b: &[u8], spans: &mut Vec<Span>) {
         let end = run_end(b, i, is_token_byte);
         i = end;
         // The last digit or upper-case byte, so that each candidate's tail check is O(1).
-        let last_mixed = (start..end)
-            .rev()
-            .find(|&k| b[k].is_ascii_digit() || b[k].is_ascii_uppercase());
+        let last_mixed = (start..end).rev().find(|&k| b[k].is_ascii_digit() || b[k].is_ascii_uppercase());
         // A JWT's second and third parts follow this run; scanned at most once.
         let mut jwt_end: Option<Option<usize>> = None;
         for k in start..end {
@@ -848,11 +821,7 @@ fn prefixed_tokens(b: &[u8], spans: &mut Vec<Span>) {
                 continue;
             }
             if let Some(token_end) = token_at(b, k, end, last_mixed, &mut jwt_end) {
-                spans.push(Span {
-                    start: k,
-                    end: token_end,
-                    marker: MARK_REDACTED,
-                });
+                spans.push(Span { start: k, end: token_end, marker: MARK_REDACTED });
                 i = i.max(token_end);
                 break;
             }
@@ -879,9 +848,7 @@ fn token_at(
     }
     if (word.starts_with(b"AKIA") || word.starts_with(b"ASIA"))
         && word.len() >= 20
-        && word[4..20]
-            .iter()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && word[4..20].iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
         && !is_alnum(at(b, k + 20))
     {
         return Some(k + 20);
@@ -910,7 +877,7 @@ fn is_blob_byte(c: u8) -> bool {
     is_alnum(c) || matches!(c, b'+' | b'/' | b'_' | b'-')
 }
 
-/// Runs of 32 or more hex digits, or of base64 that looks random (all three character
+/// Runs of 32 or more hex digits mixing letters and digits, or of base64 that looks random (all three character
 /// classes, at least two digits, few separators, frequent class changes — which long
 /// `camelCase`, `snake_case` and paths do not have).
 fn blobs(b: &[u8], spans: &mut Vec<Span>) {
@@ -924,19 +891,12 @@ fn blobs(b: &[u8], spans: &mut Vec<Span>) {
         let end = run_end(b, i, is_blob_byte);
         i = end;
         if end.saturating_sub(start) >= 32 && looks_like_key(&b[start..end]) {
-            spans.push(Span {
-                start,
-                end: run_end(b, end, |c| c == b'='),
-                marker: MARK_REDACTED,
-            });
+            spans.push(Span { start, end: run_end(b, end, |c| c == b'='), marker: MARK_REDACTED });
         }
     }
 }
 
 fn looks_like_key(run: &[u8]) -> bool {
-    if run.iter().all(u8::is_ascii_hexdigit) {
-        return true;
-    }
     let class = |c: u8| match c {
         b'A'..=b'Z' => 0,
         b'a'..=b'z' => 1,
@@ -952,6 +912,10 @@ fn looks_like_key(run: &[u8]) -> bool {
         }
     }
     let [upper, lower, digits, separators] = counts;
+    if run.iter().all(u8::is_ascii_hexdigit) {
+        // A digest or hex key, not a run of one letter or a long decimal number.
+        return upper + lower >= 2 && digits >= 2 && changes * 8 >= run.len();
+    }
     upper > 0 && lower > 0 && digits >= 2 && separators * 6 <= run.len() && changes * 4 >= run.len()
 }
 
@@ -959,9 +923,33 @@ fn looks_like_key(run: &[u8]) -> bool {
 
 /// Single-component absolute paths that are file system roots rather than, say, routes.
 const KNOWN_ROOTS: &[&[u8]] = &[
-    b"home", b"root", b"srv", b"etc", b"var", b"usr", b"opt", b"tmp", b"mnt", b"proc",
-    b"sys", b"dev", b"run", b"Users", b"Volumes", b"private", b"app", b"data", b"nix",
-    b"snap", b"lib", b"bin", b"sbin", b"boot", b"media", b"workspace", b"workspaces",
+    b"home",
+    b"root",
+    b"srv",
+    b"etc",
+    b"var",
+    b"usr",
+    b"opt",
+    b"tmp",
+    b"mnt",
+    b"proc",
+    b"sys",
+    b"dev",
+    b"run",
+    b"Users",
+    b"Volumes",
+    b"private",
+    b"app",
+    b"data",
+    b"nix",
+    b"snap",
+    b"lib",
+    b"bin",
+    b"sbin",
+    b"boot",
+    b"media",
+    b"workspace",
+    b"workspaces",
 ];
 
 fn is_path_name_byte(c: u8) -> bool {
@@ -976,11 +964,7 @@ fn path_start(b: &[u8], i: usize) -> bool {
         || escape_before(b, i)
         || is_space_or_control(p)
         || p >= 0x80
-        || matches!(
-            p,
-            b'"' | b'\'' | b'(' | b'<' | b'>' | b'[' | b'{' | b'=' | b',' | b':' | b';' | b'|'
-                | b'`'
-        )
+        || matches!(p, b'"' | b'\'' | b'(' | b'<' | b'>' | b'[' | b'{' | b'=' | b',' | b':' | b';' | b'|' | b'`')
 }
 
 /// Unix (`/srv/app/x.py`, `~/.config/x`), Windows (`C:\Users\x`) and UNC
@@ -1009,11 +993,7 @@ fn paths(b: &[u8], spans: &mut Vec<Span>) {
         };
         match end {
             Some(end) if end > i => {
-                spans.push(Span {
-                    start: i,
-                    end,
-                    marker: MARK_PATH,
-                });
+                spans.push(Span { start: i, end, marker: MARK_PATH });
                 i = end;
             }
             _ => i += 1,
@@ -1028,10 +1008,7 @@ fn unix_path(b: &[u8], i: usize) -> Option<usize> {
     let end = trim_sentence_end(b, i, run_end(b, i, |c| c == b'/' || is_path_name_byte(c)));
     let path = &b[i + 1..end];
     let first = path.split(|&c| c == b'/').next().unwrap_or(path);
-    let components = path
-        .split(|&c| c == b'/')
-        .filter(|part| !part.is_empty())
-        .count();
+    let components = path.split(|&c| c == b'/').filter(|part| !part.is_empty()).count();
     (components >= 2 || KNOWN_ROOTS.contains(&first)).then_some(end)
 }
 
@@ -1041,11 +1018,7 @@ fn home_path(b: &[u8], i: usize) -> Option<usize> {
     if at(b, user_end) != b'/' || !is_path_name_byte(at(b, user_end + 1)) {
         return None;
     }
-    Some(trim_sentence_end(
-        b,
-        i,
-        run_end(b, user_end, |c| c == b'/' || is_path_name_byte(c)),
-    ))
+    Some(trim_sentence_end(b, i, run_end(b, user_end, |c| c == b'/' || is_path_name_byte(c))))
 }
 
 /// End of a Windows path whose first separator is at `i`. Spaces are crossed when the
@@ -1095,11 +1068,7 @@ fn ipv4(b: &[u8], spans: &mut Vec<Span>) {
             && (!(is_alnum(p) || p == b'.') || escape_before(b, i))
             && let Some(end) = ipv4_at(b, i)
         {
-            spans.push(Span {
-                start: i,
-                end,
-                marker: MARK_HOST,
-            });
+            spans.push(Span { start: i, end, marker: MARK_HOST });
             i = end;
         } else {
             i += 1;
@@ -1143,9 +1112,7 @@ fn port_or_prefix_end(b: &[u8], j: usize) -> usize {
 }
 
 fn parse_small(digits: &[u8]) -> u32 {
-    digits
-        .iter()
-        .fold(0u32, |n, &d| n.saturating_mul(10).saturating_add(u32::from(d - b'0')))
+    digits.iter().fold(0u32, |n, &d| n.saturating_mul(10).saturating_add(u32::from(d - b'0')))
 }
 
 fn is_ipv6_byte(c: u8) -> bool {
@@ -1176,11 +1143,7 @@ fn ipv6(b: &[u8], spans: &mut Vec<Span>) {
         };
         match found {
             Some(end) => {
-                spans.push(Span {
-                    start: i,
-                    end,
-                    marker: MARK_HOST,
-                });
+                spans.push(Span { start: i, end, marker: MARK_HOST });
                 i = end;
             }
             None => i += 1,
@@ -1224,31 +1187,57 @@ fn is_ipv6(s: &[u8]) -> bool {
         }
     }
     let colons = groups.len() - 1;
-    if compressed == 1 {
-        colons >= 2 && count <= 7
-    } else {
-        count == 8 && (s[0] != b':' && s[s.len() - 1] != b':')
-    }
+    if compressed == 1 { colons >= 2 && count <= 7 } else { count == 8 && (s[0] != b':' && s[s.len() - 1] != b':') }
 }
 
 /// Host names that only make sense inside a network.
-const INTERNAL_SUFFIXES: &[&[u8]] = &[
-    b"internal", b"local", b"localdomain", b"lan", b"corp", b"intranet", b"intra", b"svc",
-    b"home.arpa",
-];
+const INTERNAL_SUFFIXES: &[&[u8]] =
+    &[b"internal", b"local", b"localdomain", b"lan", b"corp", b"intranet", b"intra", b"svc", b"home.arpa"];
 /// `file.py:12` is a source location, not a host and port.
 const SOURCE_EXTENSIONS: &[&[u8]] = &[
-    b"py", b"js", b"mjs", b"cjs", b"ts", b"tsx", b"jsx", b"rs", b"go", b"java", b"kt", b"rb",
-    b"php", b"cc", b"cpp", b"hpp", b"cs", b"swift", b"scala", b"ex", b"exs", b"erl", b"lua",
-    b"pl", b"sh", b"json", b"yaml", b"yml", b"toml", b"txt", b"log", b"md", b"html", b"css",
-    b"sql", b"xml", b"ini", b"conf", b"cfg", b"env", b"lock", b"so", b"dll", b"exe", b"class",
+    b"py", b"js", b"mjs", b"cjs", b"ts", b"tsx", b"jsx", b"rs", b"go", b"java", b"kt", b"rb", b"php", b"cc", b"cpp",
+    b"hpp", b"cs", b"swift", b"scala", b"ex", b"exs", b"erl", b"lua", b"pl", b"sh", b"json", b"yaml", b"yml", b"toml",
+    b"txt", b"log", b"md", b"html", b"css", b"sql", b"xml", b"ini", b"conf", b"cfg", b"env", b"lock", b"so", b"dll",
+    b"exe", b"class",
 ];
 /// Single words that precede `:1234` without being hosts.
 const NOT_HOSTS: &[&[u8]] = &[
-    b"line", b"lines", b"col", b"column", b"row", b"pos", b"position", b"offset", b"index",
-    b"idx", b"char", b"byte", b"bytes", b"page", b"item", b"step", b"port", b"code",
-    b"status", b"error", b"errno", b"time", b"at", b"size", b"len", b"length", b"limit",
-    b"count", b"max", b"min", b"id", b"version", b"attempt", b"retry", b"year", b"pid",
+    b"line",
+    b"lines",
+    b"col",
+    b"column",
+    b"row",
+    b"pos",
+    b"position",
+    b"offset",
+    b"index",
+    b"idx",
+    b"char",
+    b"byte",
+    b"bytes",
+    b"page",
+    b"item",
+    b"step",
+    b"port",
+    b"code",
+    b"status",
+    b"error",
+    b"errno",
+    b"time",
+    b"at",
+    b"size",
+    b"len",
+    b"length",
+    b"limit",
+    b"count",
+    b"max",
+    b"min",
+    b"id",
+    b"version",
+    b"attempt",
+    b"retry",
+    b"year",
+    b"pid",
 ];
 
 fn is_host_byte(c: u8) -> bool {
@@ -1279,18 +1268,10 @@ fn hostnames(b: &[u8], spans: &mut Vec<Span>) {
             .flatten()
             .filter(|&pe| host_with_port(name, pe - end - 1));
         if let Some(pe) = with_port {
-            spans.push(Span {
-                start,
-                end: pe,
-                marker: MARK_HOST,
-            });
+            spans.push(Span { start, end: pe, marker: MARK_HOST });
             i = pe;
         } else if is_internal_name(name) {
-            spans.push(Span {
-                start,
-                end,
-                marker: MARK_HOST,
-            });
+            spans.push(Span { start, end, marker: MARK_HOST });
         }
     }
 }
@@ -1304,14 +1285,12 @@ fn port_end(b: &[u8], j: usize) -> Option<usize> {
     ((1..=5).contains(&len) && !continues).then_some(end)
 }
 
-fn labels(name: &[u8]) -> impl Iterator<Item = &[u8]> {
+fn labels(name: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
     name.split(|&c| c == b'.')
 }
 
 fn valid_labels(name: &[u8]) -> bool {
-    labels(name).all(|label| {
-        !label.is_empty() && label[0] != b'-' && label[label.len() - 1] != b'-'
-    })
+    labels(name).all(|label| !label.is_empty() && label[0] != b'-' && label[label.len() - 1] != b'-')
 }
 
 fn host_with_port(name: &[u8], port_digits: usize) -> bool {

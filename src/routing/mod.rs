@@ -22,6 +22,7 @@ pub use catalog::Catalog;
 use crate::errors::GatewayError;
 use crate::jsonrpc::{self, code};
 use crate::mcp::{meta, method};
+use crate::resilience::breaker::Breakers;
 use crate::session::{Scope, Session, Slot};
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
 use crate::upstream::service::UpstreamCall;
@@ -43,6 +44,7 @@ pub struct RequestCtx<'a> {
 pub struct Router {
     upstreams: Arc<Upstreams>,
     separator: String,
+    breakers: Arc<Breakers>,
 }
 
 /// The list methods and how their results are merged.
@@ -69,8 +71,13 @@ fn list_kind(method: &str) -> Option<ListKind> {
 
 impl Router {
     /// A router over these upstreams.
-    pub fn new(upstreams: Arc<Upstreams>, separator: String) -> Router {
-        Router { upstreams, separator }
+    pub fn new(upstreams: Arc<Upstreams>, separator: String, breakers: Arc<Breakers>) -> Router {
+        Router { upstreams, separator, breakers }
+    }
+
+    /// The circuit breakers.
+    pub fn breakers(&self) -> &Arc<Breakers> {
+        &self.breakers
     }
 
     /// The upstreams.
@@ -182,10 +189,13 @@ impl Router {
             ctx: crate::upstream::service::CallCtx::for_client(timeout, Some(ctx.cancel.clone())),
         };
         let reply = handle.service.clone().oneshot(req).await;
-        if let (true, Ok(Ok(result))) = (learn, &reply) {
-            handle.policy.catalog.learn(result);
+        match reply {
+            Ok(Ok(result)) if learn => {
+                handle.policy.catalog.learn(&result);
+                Ok(Ok(self.without_open_tools(handle, result)))
+            }
+            other => other,
         }
-        reply
     }
 
     /// `tools/call`, `prompts/get`: the prefix of `params.name` names the upstream.
@@ -488,6 +498,23 @@ impl Router {
         if kind.key == "resourceTemplates" && next.is_empty() {
             catalog.templates_loaded = true;
         }
+    }
+}
+
+impl Router {
+    /// With `hide_open_tools`, drops tools whose breaker is open from a `tools/list` page.
+    fn without_open_tools(&self, handle: &UpstreamHandle, result: Box<RawValue>) -> Box<RawValue> {
+        if !handle.policy.breaker.hide_open_tools {
+            return result;
+        }
+        let Ok(Value::Object(mut page)) = serde_json::from_str::<Value>(result.get()) else { return result };
+        let Some(Value::Array(tools)) = page.get_mut("tools") else { return result };
+        let before = tools.len();
+        tools.retain(|t| !t["name"].as_str().is_some_and(|name| self.breakers.is_open(&handle.name, Some(name))));
+        if tools.len() == before {
+            return result;
+        }
+        jsonrpc::to_raw(&page)
     }
 }
 

@@ -72,6 +72,11 @@ impl SessionTable {
         idle.iter().filter_map(|id| map.remove(id)).collect()
     }
 
+    /// Every live session.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+    }
+
     /// Removes every session (shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
         self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, s)| s).collect()

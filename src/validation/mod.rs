@@ -69,10 +69,7 @@ struct Entry {
 impl SchemaCache {
     /// A cache holding at most `capacity` compiled schemas (at least one).
     pub fn new(capacity: usize) -> Self {
-        SchemaCache {
-            capacity: capacity.max(1),
-            entries: Mutex::new(Entries::default()),
-        }
+        SchemaCache { capacity: capacity.max(1), entries: Mutex::new(Entries::default()) }
     }
 
     /// Validates `instance` against `schema`: `Ok(())`, or up to [`MAX_VIOLATIONS`]
@@ -93,11 +90,7 @@ impl SchemaCache {
                 message: sanitize::text(&message::describe(error.kind(), error.instance())),
             })
             .collect();
-        if violations.is_empty() {
-            Ok(())
-        } else {
-            Err(violations)
-        }
+        if violations.is_empty() { Ok(()) } else { Err(violations) }
     }
 
     /// Number of schemas currently cached.
@@ -129,10 +122,7 @@ impl SchemaCache {
         let validator = compile(schema).map(Arc::new);
         let mut entries = self.lock();
         entries.compiled += 1;
-        let entry = Entry {
-            text: text.into_boxed_str(),
-            validator: validator.clone(),
-        };
+        let entry = Entry { text: text.into_boxed_str(), validator: validator.clone() };
         if entries.by_hash.insert(key, entry).is_none() {
             entries.order.push_back(key);
         }
@@ -165,20 +155,13 @@ impl Default for SchemaCache {
 
 impl std::fmt::Debug for SchemaCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SchemaCache")
-            .field("capacity", &self.capacity)
-            .field("len", &self.len())
-            .finish()
+        f.debug_struct("SchemaCache").field("capacity", &self.capacity).field("len", &self.len()).finish()
     }
 }
 
 /// Compiles offline with the linear-time regex engine; logs and returns `None` on error.
 fn compile(schema: &Value) -> Option<Validator> {
-    match jsonschema::options()
-        .offline()
-        .with_pattern_options(PatternOptions::regex())
-        .build(schema)
-    {
+    match jsonschema::options().offline().with_pattern_options(PatternOptions::regex()).build(schema) {
         Ok(validator) => Some(validator),
         Err(error) => {
             tracing::warn!(

@@ -101,9 +101,10 @@ where
         let fut = self.inner.call(req);
         Box::pin(async move {
             let result = match probe_timeout {
-                Some(after) => tokio::time::timeout(after, fut)
-                    .await
-                    .unwrap_or_else(|_elapsed| Err(GatewayError::Timeout { upstream, after })),
+                Some(after) => match tokio::time::timeout(after, fut).await {
+                    Ok(result) => result,
+                    Err(_elapsed) => Err(GatewayError::Timeout { upstream, after }),
+                },
                 None => fut.await,
             };
             admission.finish(&result);

@@ -1,7 +1,7 @@
 //! The breaker state machine — closed, open, half-open — with no I/O. Time comes from
 //! `tokio::time::Instant`, so tests drive it with a paused clock.
 //!
-//! Closed counts calls in a sliding [`Window`] and consecutive failures; too many opens
+//! Closed counts calls in a sliding window and consecutive failures; too many opens
 //! it. Open refuses every call until its break is over, then lets a bounded number of
 //! probes through (half-open); the first probe to succeed closes it, the first to fail
 //! (or to take longer than `probe_timeout`) opens it again for twice as long.
