@@ -38,7 +38,13 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
             }
             Transport::Http(_) | Transport::PerSessionStdio(_) => "per-session",
         };
-        upstreams.insert(handle.name.to_string(), json!({ "kind": handle.kind(), "state": state }));
+        let mut entry = json!({ "kind": handle.kind(), "state": state });
+        if let Transport::Http(pool) = &handle.transport {
+            if pool.len() > 1 {
+                entry["endpoints_ejected"] = json!(pool.ejections());
+            }
+        }
+        upstreams.insert(handle.name.to_string(), entry);
     }
     let breakers: Vec<Value> = gateway
         .breakers()

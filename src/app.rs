@@ -31,6 +31,7 @@ use crate::routing::Router;
 use crate::session::SessionTable;
 use crate::upstream::InitParams;
 use crate::upstream::http::HttpUpstream;
+use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Transport, UpstreamHandle, Upstreams};
 use crate::upstream::service::{LinkService, UpstreamService};
 use crate::upstream::settings::{ToolCatalog, UpstreamSettings};
@@ -72,10 +73,21 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
         let timeouts = up.timeouts(&config.defaults.timeouts);
         let name: Arc<str> = Arc::from(up.name.as_str());
         let transport = match up.kind() {
-            UpstreamKind::Http { url, headers } => Transport::Http(Arc::new(
-                HttpUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
-                    .with_context(|| format!("upstream {:?}", up.name))?,
-            )),
+            UpstreamKind::Http { url, headers } => {
+                let mut endpoints = Vec::new();
+                for endpoint in std::iter::once(url).chain(up.endpoints.iter().map(String::as_str)) {
+                    let client = HttpUpstream::new(
+                        &up.name,
+                        endpoint,
+                        headers,
+                        timeouts.connect,
+                        config.limits.max_message_bytes,
+                    )
+                    .with_context(|| format!("upstream {:?}", up.name))?;
+                    endpoints.push(Arc::new(client));
+                }
+                Transport::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+            }
             UpstreamKind::Stdio { command, args, env, cwd, share } => {
                 let stdio = Arc::new(StdioUpstream {
                     name: Arc::clone(&name),

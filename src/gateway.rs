@@ -258,15 +258,15 @@ impl Gateway {
 
     /// Handles the client's answer to a server-initiated request.
     pub async fn handle_response(&self, session: &Arc<Session>, r: Response) {
-        let Some((upstream, upstream_id)) = session.take_server_request(&r.id) else {
+        let Some(origin) = session.take_server_request(&r.id) else {
             tracing::debug!(session = session.key, id = %r.id, "ignored a response to an unknown request");
             return;
         };
-        let Some(Slot::Up(link)) = session.slot(&upstream) else {
+        let Some(Slot::Up(link)) = session.slot(&origin.upstream) else {
             return;
         };
-        if let Err(e) = link.respond(upstream_id, r.body).await {
-            tracing::warn!(upstream = %upstream, error = %e, "could not relay the client's answer upstream");
+        if let Err(e) = link.respond(origin.endpoint, origin.id, r.body).await {
+            tracing::warn!(upstream = %origin.upstream, error = %e, "could not relay the client's answer upstream");
         }
     }
 

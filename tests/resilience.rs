@@ -242,3 +242,31 @@ async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
     let tool = status["breakers"].as_array().unwrap().iter().find(|b| b["tool"] == "flaky").cloned().unwrap();
     assert_eq!(tool["state"], "closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_endpoint_takes_over_when_the_first_dies() {
+    let mut first = DemoUpstream::start(true, &[]).await;
+    let second = DemoUpstream::start(true, &[]).await;
+    let upstreams = format!(
+        "  - name: replicated\n    url: {}\n    endpoints: [{}]\n    tools:\n      echo: {{ idempotent: true }}\n",
+        first.url, second.url
+    );
+    let gw = gateway(&upstreams, "  retry: { max_attempts: 3, base_delay: 10ms, max_delay: 50ms }").await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    for id in 0..20 {
+        assert_eq!(text_of(&c.call_tool(id, "replicated__echo", json!({"message": "m"})).await), "m");
+    }
+    let (a, b) = (calls(&first, "echo"), calls(&second, "echo"));
+    assert!(a > 0 && b > 0, "requests are balanced: {a} / {b}");
+
+    first.proc.stop(Duration::from_secs(2)).await;
+    for id in 20..60 {
+        let reply = c.call_tool(id, "replicated__echo", json!({"message": "still here"})).await;
+        assert_eq!(text_of(&reply), "still here", "call {id}: {reply}");
+        let read = c.request(1000 + id, "resources/read", json!({"uri": "demo://readme"})).await;
+        assert!(read.response().get("result").is_some(), "{}", read.raw);
+    }
+    assert!(calls(&second, "echo") >= 40 + b);
+    let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    assert_eq!(status["upstreams"]["replicated"]["endpoints_ejected"], json!([true, false]), "{status}");
+}

@@ -10,7 +10,9 @@ use http::uri::{Authority, Uri};
 use http::{HeaderName, HeaderValue};
 
 use super::locate::FieldPath;
-use super::{Config, RestartConfig, StdioShare, Timeouts, UpstreamConfig};
+use super::{
+    BreakerConfig, ConcurrencyConfig, Config, RestartConfig, RetryConfig, StdioShare, Timeouts, UpstreamConfig,
+};
 
 /// One failed check: the field it concerns and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +52,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     check_security(config, &mut out);
     let defaults = FieldPath::root().key("defaults").key("timeouts");
     check_timeouts(&defaults, &config.defaults.timeouts, &mut out);
+    check_resilience_defaults(config, &mut out);
     let separator = separator_ok.then_some(config.name_separator.as_str());
     check_upstreams(&config.upstreams, separator, written, &mut out);
     out
@@ -157,9 +160,15 @@ fn check_upstream(
         )),
         (Some(command), None) => {
             check_stdio(at, upstream, command, out);
-            if written(&at.key("headers")) || !upstream.headers.is_empty() {
-                let why = "applies only to HTTP upstreams (`url`), and this one has `command`";
-                out.push(Problem::new(at.key("headers"), why));
+            for field in ["headers", "endpoints"] {
+                let set = match field {
+                    "headers" => !upstream.headers.is_empty(),
+                    _ => !upstream.endpoints.is_empty(),
+                };
+                if written(&at.key(field)) || set {
+                    let why = "applies only to HTTP upstreams (`url`), and this one has `command`";
+                    out.push(Problem::new(at.key(field), why));
+                }
             }
         }
         (None, Some(url)) => {
@@ -174,14 +183,85 @@ fn check_upstream(
     }
     if let Some(overrides) = &upstream.timeouts {
         let t = at.key("timeouts");
-        for (field, value) in
-            [("connect", overrides.connect), ("request", overrides.request), ("tool_call", overrides.tool_call)]
-        {
+        for (field, value) in [
+            ("connect", overrides.connect),
+            ("request", overrides.request),
+            ("tool_call", overrides.tool_call),
+            ("tool_idle", overrides.tool_idle),
+            ("tool_max", overrides.tool_max),
+        ] {
             if let Some(value) = value {
                 positive(&t.key(field), value, out);
             }
         }
     }
+    if upstream.retry.is_some() {
+        check_retry(&at.key("retry"), &upstream.retry(&RetryConfig::default()), out);
+    }
+    if upstream.breaker.is_some() {
+        check_breaker(&at.key("breaker"), &upstream.breaker(&BreakerConfig::default()), out);
+    }
+    if upstream.concurrency.is_some() {
+        check_concurrency(&at.key("concurrency"), &upstream.concurrency(&ConcurrencyConfig::default()), out);
+    }
+    for (name, tool) in &upstream.tools {
+        if let Some(timeout) = tool.timeout {
+            positive(&at.key("tools").key(name).key("timeout"), timeout, out);
+        }
+    }
+}
+
+/// Checks the resilience sections under `defaults`.
+pub(crate) fn check_resilience_defaults(config: &Config, out: &mut Vec<Problem>) {
+    let d = FieldPath::root().key("defaults");
+    check_retry(&d.key("retry"), &config.defaults.retry, out);
+    check_breaker(&d.key("breaker"), &config.defaults.breaker, out);
+    check_concurrency(&d.key("concurrency"), &config.defaults.concurrency, out);
+    nonzero(&FieldPath::root().key("limits").key("max_in_flight"), config.limits.max_in_flight, out);
+}
+
+fn check_retry(at: &FieldPath, r: &RetryConfig, out: &mut Vec<Problem>) {
+    if r.max_attempts == 0 {
+        out.push(Problem::new(at.key("max_attempts"), "must be at least 1 (1 disables retries)"));
+    }
+    positive(&at.key("base_delay"), r.base_delay, out);
+    positive(&at.key("max_delay"), r.max_delay, out);
+    if r.base_delay > r.max_delay {
+        out.push(Problem::new(at.key("base_delay"), "is longer than max_delay"));
+    }
+    if !(0.0..=1000.0).contains(&r.budget_percent) {
+        out.push(Problem::new(at.key("budget_percent"), "must be between 0 and 1000"));
+    }
+    if r.budget_min_per_sec > 1_000_000 {
+        out.push(Problem::new(at.key("budget_min_per_sec"), "must be at most 1000000"));
+    }
+}
+
+fn check_breaker(at: &FieldPath, b: &BreakerConfig, out: &mut Vec<Problem>) {
+    positive(&at.key("window"), b.window, out);
+    positive(&at.key("break"), b.break_duration, out);
+    positive(&at.key("max_break"), b.max_break, out);
+    positive(&at.key("probe_timeout"), b.probe_timeout, out);
+    positive(&at.key("slow_call"), b.slow_call, out);
+    if b.break_duration > b.max_break {
+        out.push(Problem::new(at.key("break"), "is longer than max_break"));
+    }
+    for (field, rate) in [("failure_rate", b.failure_rate), ("slow_call_rate", b.slow_call_rate)] {
+        if !(rate > 0.0 && rate <= 1.0) {
+            out.push(Problem::new(at.key(field), "must be a fraction in (0, 1]"));
+        }
+    }
+    if b.min_calls == 0 {
+        out.push(Problem::new(at.key("min_calls"), "must be at least 1"));
+    }
+    if b.half_open_probes == 0 {
+        out.push(Problem::new(at.key("half_open_probes"), "must be at least 1"));
+    }
+}
+
+fn check_concurrency(at: &FieldPath, c: &ConcurrencyConfig, out: &mut Vec<Problem>) {
+    nonzero(&at.key("max_in_flight"), c.max_in_flight, out);
+    positive(&at.key("queue_timeout"), c.queue_timeout, out);
 }
 
 fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
@@ -228,12 +308,20 @@ fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &m
     positive(&at.key("shutdown_grace"), upstream.shutdown_grace, out);
 }
 
-fn check_http(at: &FieldPath, upstream: &UpstreamConfig, url: &str, out: &mut Vec<Problem>) {
-    let ok = url.parse::<Uri>().is_ok_and(|uri| {
+fn is_http_url(url: &str) -> bool {
+    url.parse::<Uri>().is_ok_and(|uri| {
         matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|host| !host.is_empty())
-    });
-    if !ok {
+    })
+}
+
+fn check_http(at: &FieldPath, upstream: &UpstreamConfig, url: &str, out: &mut Vec<Problem>) {
+    if !is_http_url(url) {
         out.push(Problem::new(at.key("url"), format!("not an http(s) URL: {url:?}")));
+    }
+    for (i, endpoint) in upstream.endpoints.iter().enumerate() {
+        if !is_http_url(endpoint) {
+            out.push(Problem::new(at.key("endpoints").index(i), format!("not an http(s) URL: {endpoint:?}")));
+        }
     }
     for (name, value) in &upstream.headers {
         let path = at.key("headers").key(name);
@@ -256,6 +344,11 @@ fn check_timeouts(at: &FieldPath, timeouts: &Timeouts, out: &mut Vec<Problem>) {
     positive(&at.key("connect"), timeouts.connect, out);
     positive(&at.key("request"), timeouts.request, out);
     positive(&at.key("tool_call"), timeouts.tool_call, out);
+    positive(&at.key("tool_idle"), timeouts.tool_idle, out);
+    positive(&at.key("tool_max"), timeouts.tool_max, out);
+    if timeouts.tool_max < timeouts.tool_call {
+        out.push(Problem::new(at.key("tool_max"), "is shorter than tool_call"));
+    }
 }
 
 /// `[A-Za-z0-9_-]{1,64}`.

@@ -40,6 +40,17 @@ pub enum Slot {
     Down(String),
 }
 
+/// A server-initiated request relayed to the client, remembered until it is answered.
+#[derive(Debug, Clone)]
+pub struct ServerRequest {
+    /// The upstream that asked.
+    pub upstream: Arc<str>,
+    /// Which of its endpoints, for pooled upstreams.
+    pub endpoint: Option<u16>,
+    /// The upstream's id for it.
+    pub id: Id,
+}
+
 /// One client session.
 pub struct Session {
     /// The id the client sends in `Mcp-Session-Id`.
@@ -63,8 +74,8 @@ pub struct Session {
     events_tx: mpsc::Sender<Tagged>,
     outbox_tx: mpsc::Sender<String>,
     outbox_rx: std::sync::Mutex<Option<mpsc::Receiver<String>>>,
-    /// Server-initiated requests relayed to the client: gateway id → (upstream, upstream id).
-    server_requests: std::sync::Mutex<HashMap<Id, (Arc<str>, Id)>>,
+    /// Server-initiated requests relayed to the client: gateway id → where they came from.
+    server_requests: std::sync::Mutex<HashMap<Id, ServerRequest>>,
     next_server_request: AtomicU64,
     /// In-flight client requests, by client id.
     inflight: std::sync::Mutex<HashMap<Id, CancellationToken>>,
@@ -199,23 +210,23 @@ impl Session {
     }
 
     /// Remembers a server-initiated request relayed to the client; returns the client-side id.
-    pub fn register_server_request(&self, upstream: Arc<str>, upstream_id: Id) -> Id {
+    pub fn register_server_request(&self, origin: ServerRequest) -> Id {
         let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
         let id = Id::string(&format!("seawall-{n}"));
-        lock(&self.server_requests).insert(id.clone(), (upstream, upstream_id));
+        lock(&self.server_requests).insert(id.clone(), origin);
         id
     }
 
     /// Takes the route of a server-initiated request the client has answered.
-    pub fn take_server_request(&self, id: &Id) -> Option<(Arc<str>, Id)> {
+    pub fn take_server_request(&self, id: &Id) -> Option<ServerRequest> {
         lock(&self.server_requests).remove(id)
     }
 
-    /// The client-side id of a server-initiated request, by its upstream id.
-    pub fn server_request_client_id(&self, upstream: &str, upstream_id: &Id) -> Option<Id> {
+    /// The client-side id of a server-initiated request, by where it came from.
+    pub fn server_request_client_id(&self, upstream: &str, endpoint: Option<u16>, upstream_id: &Id) -> Option<Id> {
         lock(&self.server_requests)
             .iter()
-            .find(|(_, (u, uid))| &**u == upstream && uid == upstream_id)
+            .find(|(_, r)| &*r.upstream == upstream && r.endpoint == endpoint && &r.id == upstream_id)
             .map(|(id, _)| id.clone())
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Session;
+use super::{ServerRequest, Session};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::{meta, method};
 use crate::upstream::{Tagged, UpstreamEvent};
@@ -38,14 +38,15 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
             // The upstream withdraws a request it made of the client.
             let p: meta::CancelledParams = jsonrpc::view(n.params.as_deref())?;
             let upstream_id = Id::from_value(&p.request_id)?;
-            let client_id = session.server_request_client_id(&tagged.upstream, &upstream_id)?;
+            let client_id = session.server_request_client_id(&tagged.upstream, tagged.endpoint, &upstream_id)?;
             session.take_server_request(&client_id);
             let params = meta::cancelled_params(&client_id, p.reason.as_deref().unwrap_or("cancelled by the server"));
             Some(jsonrpc::encode_notification(&n.method, Some(&params)))
         }
         UpstreamEvent::Notification(n) => Some(jsonrpc::encode_notification(&n.method, n.params.as_deref())),
         UpstreamEvent::Request(r) => {
-            let id = session.register_server_request(Arc::clone(&tagged.upstream), r.id);
+            let origin = ServerRequest { upstream: Arc::clone(&tagged.upstream), endpoint: tagged.endpoint, id: r.id };
+            let id = session.register_server_request(origin);
             Some(jsonrpc::encode_request(&id, &r.method, r.params.as_deref()))
         }
         // An empty message asks the transport to open a stream without sending anything.

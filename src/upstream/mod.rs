@@ -9,6 +9,7 @@
 pub mod error;
 pub mod http;
 pub mod init;
+pub mod pool;
 pub mod registry;
 pub mod service;
 pub mod settings;
@@ -47,6 +48,8 @@ pub enum UpstreamEvent {
 pub struct Tagged {
     /// The upstream's name.
     pub upstream: Arc<str>,
+    /// Which of the upstream's endpoints said it (for upstreams with several).
+    pub endpoint: Option<u16>,
     /// What it said.
     pub event: UpstreamEvent,
 }
@@ -56,6 +59,7 @@ pub struct Tagged {
 #[derive(Debug, Clone)]
 pub struct EventSink {
     upstream: Arc<str>,
+    endpoint: Option<u16>,
     tx: mpsc::Sender<Tagged>,
     activity: Option<Arc<Activity>>,
 }
@@ -63,7 +67,13 @@ pub struct EventSink {
 impl EventSink {
     /// A sink that tags events with `upstream`.
     pub fn new(upstream: Arc<str>, tx: mpsc::Sender<Tagged>) -> EventSink {
-        EventSink { upstream, tx, activity: None }
+        EventSink { upstream, endpoint: None, tx, activity: None }
+    }
+
+    /// The same sink, tagging events with the endpoint they come from.
+    pub fn with_endpoint(mut self, endpoint: u16) -> EventSink {
+        self.endpoint = Some(endpoint);
+        self
     }
 
     /// The same sink, also counting its events in `activity`.
@@ -148,6 +158,8 @@ pub enum Link {
     Http(Arc<http::HttpLink>),
     /// Supervised child process speaking stdio.
     Stdio(Arc<stdio::StdioLink>),
+    /// Streamable HTTP sessions with several replicas of one server.
+    Pool(Arc<pool::PoolLink>),
 }
 
 impl Link {
@@ -157,6 +169,16 @@ impl Link {
         match self {
             Link::Http(l) => l.call(call).await,
             Link::Stdio(l) => l.call(call).await,
+            Link::Pool(l) => l.call(call, None).await,
+        }
+    }
+
+    /// Like [`Link::call`], recording the endpoints tried in `tried` so that a retry goes
+    /// to another one.
+    pub async fn call_avoiding(&self, call: Call, tried: &std::sync::Mutex<Vec<u16>>) -> Result<Reply, UpstreamError> {
+        match self {
+            Link::Pool(l) => l.call(call, Some(tried)).await,
+            other => other.call(call).await,
         }
     }
 
@@ -165,14 +187,16 @@ impl Link {
         match self {
             Link::Http(l) => l.notify(n).await,
             Link::Stdio(l) => l.notify(n).await,
+            Link::Pool(l) => l.notify(n).await,
         }
     }
 
-    /// Answers a server-initiated request.
-    pub async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
+    /// Answers a server-initiated request (made by `endpoint`, for pooled links).
+    pub async fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> Result<(), UpstreamError> {
         match self {
             Link::Http(l) => l.respond(id, body).await,
             Link::Stdio(l) => l.respond(id, body).await,
+            Link::Pool(l) => l.respond(endpoint, id, body).await,
         }
     }
 
@@ -181,23 +205,25 @@ impl Link {
         match self {
             Link::Http(l) => l.init_result(),
             Link::Stdio(l) => l.init_result(),
+            Link::Pool(l) => l.init_result(),
         }
     }
 
     /// Starts receiving events not tied to a call (list_changed, resources/updated, ...).
     pub fn subscribe(&self, key: u64, sink: EventSink) {
-        self.fanout().subscribe(key, sink)
+        match self {
+            Link::Http(l) => l.shared.fanout.subscribe(key, sink),
+            Link::Stdio(l) => l.shared.fanout.subscribe(key, sink),
+            Link::Pool(l) => l.subscribe(key, sink),
+        }
     }
 
     /// Stops receiving unrelated events.
     pub fn unsubscribe(&self, key: u64) {
-        self.fanout().unsubscribe(key)
-    }
-
-    fn fanout(&self) -> &Fanout {
         match self {
-            Link::Http(l) => &l.shared.fanout,
-            Link::Stdio(l) => &l.shared.fanout,
+            Link::Http(l) => l.shared.fanout.unsubscribe(key),
+            Link::Stdio(l) => l.shared.fanout.unsubscribe(key),
+            Link::Pool(l) => l.unsubscribe(key),
         }
     }
 
@@ -206,6 +232,7 @@ impl Link {
         match self {
             Link::Http(l) => l.close().await,
             Link::Stdio(l) => l.close().await,
+            Link::Pool(l) => l.close().await,
         }
     }
 }
@@ -242,7 +269,7 @@ pub fn send_event(sink: &EventSink, event: UpstreamEvent) {
     if let Some(activity) = &sink.activity {
         activity.record(&event);
     }
-    if let Err(e) = sink.tx.try_send(Tagged { upstream: Arc::clone(&sink.upstream), event }) {
+    if let Err(e) = sink.tx.try_send(Tagged { upstream: Arc::clone(&sink.upstream), endpoint: sink.endpoint, event }) {
         tracing::debug!(error = %e, "dropped an upstream event: the receiver is gone or full");
     }
 }
@@ -254,11 +281,13 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    fn subscribe(&self, key: u64, sink: EventSink) {
+    /// Adds a subscriber.
+    pub fn subscribe(&self, key: u64, sink: EventSink) {
         lock(&self.subs).insert(key, sink);
     }
 
-    fn unsubscribe(&self, key: u64) {
+    /// Removes a subscriber.
+    pub fn unsubscribe(&self, key: u64) {
         lock(&self.subs).remove(&key);
     }
 

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::http::{HttpLink, HttpUpstream};
+use super::http::HttpLink;
+use super::pool::{HttpPool, PoolLink};
 use super::service::UpstreamService;
 use super::settings::UpstreamSettings;
 use super::stdio::{StdioLink, StdioUpstream};
@@ -11,8 +12,8 @@ use super::{InitParams, Link, UpstreamError};
 
 /// How an upstream is reached.
 pub enum Transport {
-    /// Streamable HTTP: one upstream session per client session.
-    Http(Arc<HttpUpstream>),
+    /// Streamable HTTP: one upstream session per client session (per endpoint).
+    Http(Arc<HttpPool>),
     /// A child process shared by every client session.
     SharedStdio(Arc<StdioLink>),
     /// A child process per client session.
@@ -36,7 +37,11 @@ impl UpstreamHandle {
     /// client session whose client declared `init`.
     pub async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
         match &self.transport {
-            Transport::Http(up) => {
+            Transport::Http(pool) if pool.len() > 1 => {
+                PoolLink::connect(Arc::clone(pool), init.clone()).await.map(Link::Pool)
+            }
+            Transport::Http(pool) => {
+                let Some(up) = pool.first() else { return Err(UpstreamError::Connect("no endpoint".into())) };
                 let connect = HttpLink::connect(Arc::clone(up), init.clone());
                 match tokio::time::timeout(self.policy.timeouts.connect, connect).await {
                     Ok(link) => link.map(Link::Http),

@@ -53,6 +53,8 @@ pub struct CallCtx {
     deadline: std::sync::Mutex<tokio::time::Instant>,
     abandon: std::sync::Mutex<Abandon>,
     client: Option<tokio_util::sync::CancellationToken>,
+    /// Endpoints already tried by earlier attempts (pooled upstreams).
+    pub tried: std::sync::Mutex<Vec<u16>>,
 }
 
 impl CallCtx {
@@ -69,6 +71,7 @@ impl CallCtx {
             deadline: std::sync::Mutex::new(now + timeout),
             abandon: std::sync::Mutex::new(Abandon::None),
             client,
+            tried: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -123,7 +126,10 @@ impl Service<UpstreamCall> for LinkService {
 
     fn call(&mut self, req: UpstreamCall) -> Self::Future {
         Box::pin(async move {
-            req.link.call(req.call).await.map_err(|source| GatewayError::Upstream { upstream: req.upstream, source })
+            req.link
+                .call_avoiding(req.call, &req.ctx.tried)
+                .await
+                .map_err(|source| GatewayError::Upstream { upstream: req.upstream, source })
         })
     }
 }

@@ -1,0 +1,346 @@
+//! Several replicas (endpoints) of one Streamable HTTP server.
+//!
+//! Requests are balanced by the power of two choices on requests in flight; a retry goes
+//! to an endpoint the request has not tried yet; an endpoint that keeps failing is
+//! ejected for a period that grows with each ejection (outlier detection), but never the
+//! last one standing. Each client session holds its own upstream session per endpoint,
+//! opened when that endpoint is first used.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::http::{HttpLink, HttpUpstream};
+use super::{Call, EventSink, InitParams, InitResult, Reply, UpstreamError, lock};
+use crate::jsonrpc::{Id, Notification};
+
+/// Consecutive failures that eject an endpoint.
+const EJECT_AFTER: u32 = 5;
+/// First ejection period; doubles on each further ejection.
+const BASE_EJECTION: Duration = Duration::from_secs(10);
+/// Longest ejection period.
+const MAX_EJECTION: Duration = Duration::from_secs(300);
+
+/// One replica and its health, shared by every session.
+pub struct Endpoint {
+    /// How to reach it.
+    pub upstream: Arc<HttpUpstream>,
+    in_flight: AtomicUsize,
+    health: std::sync::Mutex<Health>,
+}
+
+#[derive(Default)]
+struct Health {
+    consecutive_failures: u32,
+    ejections: u32,
+    ejected_until: Option<Instant>,
+}
+
+/// The endpoints of one upstream.
+pub struct HttpPool {
+    /// The upstream's name.
+    pub name: Arc<str>,
+    endpoints: Vec<Endpoint>,
+    connect_timeout: Duration,
+}
+
+impl HttpPool {
+    /// A pool over these endpoints (at least one).
+    pub fn new(name: Arc<str>, upstreams: Vec<Arc<HttpUpstream>>, connect_timeout: Duration) -> HttpPool {
+        let endpoints = upstreams
+            .into_iter()
+            .map(|upstream| Endpoint { upstream, in_flight: AtomicUsize::new(0), health: Default::default() })
+            .collect();
+        HttpPool { name, endpoints, connect_timeout }
+    }
+
+    /// How many endpoints there are.
+    pub fn len(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+
+    /// The first endpoint (the only one of a single-endpoint upstream).
+    pub fn first(&self) -> Option<&Arc<HttpUpstream>> {
+        self.endpoints.first().map(|e| &e.upstream)
+    }
+
+    fn ejected(&self, i: usize, now: Instant) -> bool {
+        lock(&self.endpoints[i].health).ejected_until.is_some_and(|t| t > now)
+    }
+
+    /// Picks an endpoint: two random candidates among the healthy ones not yet tried,
+    /// the one with fewer requests in flight wins.
+    fn pick(&self, tried: &[u16]) -> usize {
+        let now = Instant::now();
+        let fresh: Vec<usize> = (0..self.len()).filter(|i| !tried.contains(&(*i as u16))).collect();
+        let healthy: Vec<usize> = fresh.iter().copied().filter(|i| !self.ejected(*i, now)).collect();
+        let candidates = if !healthy.is_empty() {
+            healthy
+        } else if !fresh.is_empty() {
+            fresh
+        } else {
+            (0..self.len()).collect()
+        };
+        if candidates.len() == 1 {
+            return candidates[0];
+        }
+        let a = candidates[rand::random_range(0..candidates.len())];
+        let b = candidates[rand::random_range(0..candidates.len())];
+        let load = |i: usize| self.endpoints[i].in_flight.load(Ordering::Relaxed);
+        if load(b) < load(a) { b } else { a }
+    }
+
+    /// Records the outcome of one attempt on an endpoint.
+    fn record(&self, i: usize, failed: bool) {
+        let now = Instant::now();
+        let healthy_others = (0..self.len()).filter(|j| *j != i && !self.ejected(*j, now)).count();
+        let mut h = lock(&self.endpoints[i].health);
+        if !failed {
+            h.consecutive_failures = 0;
+            return;
+        }
+        h.consecutive_failures += 1;
+        if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && !h.ejected_until.is_some_and(|t| t > now) {
+            let period = BASE_EJECTION.checked_mul(1 << h.ejections.min(16)).unwrap_or(MAX_EJECTION).min(MAX_EJECTION);
+            h.ejections += 1;
+            h.ejected_until = Some(now + period);
+            h.consecutive_failures = 0;
+            tracing::warn!(
+                upstream = %self.name,
+                endpoint = i,
+                ejection_ms = period.as_millis() as u64,
+                "endpoint ejected after repeated failures"
+            );
+        }
+    }
+
+    /// Whether each endpoint is currently ejected (for status pages).
+    pub fn ejections(&self) -> Vec<bool> {
+        let now = Instant::now();
+        (0..self.len()).map(|i| self.ejected(i, now)).collect()
+    }
+}
+
+/// Whether a failure says something about the endpoint's health.
+fn is_endpoint_failure(e: &UpstreamError) -> bool {
+    match e {
+        UpstreamError::HttpStatus { status, .. } => *status >= 500,
+        UpstreamError::TooLarge { .. } => false,
+        _ => true,
+    }
+}
+
+/// One client session's view of a pooled upstream.
+pub struct PoolLink {
+    pool: Arc<HttpPool>,
+    init: InitParams,
+    links: tokio::sync::Mutex<Vec<Option<Arc<HttpLink>>>>,
+    first_init: std::sync::Mutex<Option<Arc<InitResult>>>,
+    subscribers: std::sync::Mutex<HashMap<u64, EventSink>>,
+}
+
+impl PoolLink {
+    /// Opens a session on one endpoint (trying the others if it fails), so that the
+    /// upstream's capabilities are known.
+    pub async fn connect(pool: Arc<HttpPool>, init: InitParams) -> Result<Arc<PoolLink>, UpstreamError> {
+        let link = Arc::new(PoolLink {
+            links: tokio::sync::Mutex::new(vec![None; pool.len()]),
+            pool,
+            init,
+            first_init: std::sync::Mutex::new(None),
+            subscribers: std::sync::Mutex::new(HashMap::new()),
+        });
+        let mut tried = Vec::new();
+        let mut last = UpstreamError::Connect("no endpoints".into());
+        while tried.len() < link.pool.len() {
+            let i = link.pool.pick(&tried);
+            tried.push(i as u16);
+            match link.endpoint_link(i).await {
+                Ok(_) => return Ok(link),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The initialize result of the first endpoint that answered.
+    pub fn init_result(&self) -> Option<Arc<InitResult>> {
+        lock(&self.first_init).clone()
+    }
+
+    async fn endpoint_link(&self, i: usize) -> Result<Arc<HttpLink>, UpstreamError> {
+        let mut links = self.links.lock().await;
+        if let Some(link) = &links[i] {
+            return Ok(Arc::clone(link));
+        }
+        let endpoint = &self.pool.endpoints[i];
+        let connect = HttpLink::connect(Arc::clone(&endpoint.upstream), self.init.clone());
+        let link = match tokio::time::timeout(self.pool.connect_timeout, connect).await {
+            Ok(Ok(link)) => link,
+            Ok(Err(e)) => {
+                self.pool.record(i, true);
+                return Err(e);
+            }
+            Err(_) => {
+                self.pool.record(i, true);
+                return Err(UpstreamError::Handshake("no answer to initialize in time".into()));
+            }
+        };
+        for (key, sink) in lock(&self.subscribers).iter() {
+            link.shared.fanout.subscribe(*key, sink.clone().with_endpoint(i as u16));
+        }
+        lock(&self.first_init).get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
+        links[i] = Some(Arc::clone(&link));
+        Ok(link)
+    }
+
+    /// Sends a request to one endpoint, avoiding those in `tried` and adding its own.
+    pub async fn call(
+        &self,
+        mut call: Call,
+        tried: Option<&std::sync::Mutex<Vec<u16>>>,
+    ) -> Result<Reply, UpstreamError> {
+        let avoid = tried.map(|t| lock(t).clone()).unwrap_or_default();
+        let i = self.pool.pick(&avoid);
+        if let Some(t) = tried {
+            lock(t).push(i as u16);
+        }
+        let link = self.endpoint_link(i).await?;
+        call.related = call.related.with_endpoint(i as u16);
+        let endpoint = &self.pool.endpoints[i];
+        endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        let _in_flight = InFlight(&endpoint.in_flight);
+        let result = link.call(call).await;
+        self.pool.record(i, result.as_ref().is_err_and(is_endpoint_failure));
+        result
+    }
+
+    /// Sends a notification to every endpoint session opened so far.
+    pub async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
+        let links: Vec<Arc<HttpLink>> = self.links.lock().await.iter().flatten().cloned().collect();
+        for link in links {
+            link.notify(n.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Answers a server-initiated request on the endpoint that made it.
+    pub async fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> Result<(), UpstreamError> {
+        let i = endpoint.map(usize::from).unwrap_or(0);
+        let link = self.links.lock().await.get(i).cloned().flatten();
+        match link {
+            Some(link) => link.respond(id, body).await,
+            None => Err(UpstreamError::SessionLost("no session with that endpoint".into())),
+        }
+    }
+
+    /// Subscribes a session to unrelated events of every endpoint session.
+    pub fn subscribe(&self, key: u64, sink: EventSink) {
+        lock(&self.subscribers).insert(key, sink.clone());
+        if let Ok(links) = self.links.try_lock() {
+            for (i, link) in links.iter().enumerate() {
+                if let Some(link) = link {
+                    link.shared.fanout.subscribe(key, sink.clone().with_endpoint(i as u16));
+                }
+            }
+        }
+    }
+
+    /// Unsubscribes a session.
+    pub fn unsubscribe(&self, key: u64) {
+        lock(&self.subscribers).remove(&key);
+        if let Ok(links) = self.links.try_lock() {
+            for link in links.iter().flatten() {
+                link.shared.fanout.unsubscribe(key);
+            }
+        }
+    }
+
+    /// Ends every endpoint session.
+    pub async fn close(&self) {
+        let links: Vec<Arc<HttpLink>> = self.links.lock().await.iter().flatten().cloned().collect();
+        futures::future::join_all(links.iter().map(|l| l.close())).await;
+    }
+}
+
+fn empty_init() -> Arc<InitResult> {
+    Arc::new(InitResult {
+        protocol_version: crate::mcp::LATEST_LEGACY.to_owned(),
+        capabilities: serde_json::json!({}),
+        server_info: serde_json::Value::Null,
+        instructions: None,
+        raw: crate::jsonrpc::to_raw(&serde_json::json!({})),
+    })
+}
+
+/// Decrements an endpoint's in-flight count when a call ends, however it ends.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(n: usize) -> HttpPool {
+        let ups = (0..n)
+            .map(|i| {
+                Arc::new(
+                    HttpUpstream::new(
+                        "u",
+                        &format!("http://127.0.0.1:{}/mcp", 1000 + i),
+                        &Default::default(),
+                        Duration::from_secs(1),
+                        1024,
+                    )
+                    .unwrap(),
+                )
+            })
+            .collect();
+        HttpPool::new(Arc::from("u"), ups, Duration::from_secs(1))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_avoid_tried_endpoints_and_failing_ones_are_ejected() {
+        let p = pool(3);
+        for _ in 0..50 {
+            let i = p.pick(&[0, 1]);
+            assert_eq!(i, 2);
+        }
+        for _ in 0..EJECT_AFTER {
+            p.record(1, true);
+        }
+        assert_eq!(p.ejections(), vec![false, true, false]);
+        for _ in 0..50 {
+            assert_ne!(p.pick(&[]), 1);
+        }
+        // Ejection ends, and the next one lasts twice as long.
+        tokio::time::advance(BASE_EJECTION + Duration::from_millis(1)).await;
+        assert_eq!(p.ejections(), vec![false, false, false]);
+        for _ in 0..EJECT_AFTER {
+            p.record(1, true);
+        }
+        tokio::time::advance(BASE_EJECTION + Duration::from_millis(1)).await;
+        assert_eq!(p.ejections(), vec![false, true, false]);
+        // The last healthy endpoint is never ejected.
+        for _ in 0..EJECT_AFTER {
+            p.record(0, true);
+        }
+        for _ in 0..EJECT_AFTER * 3 {
+            p.record(2, true);
+        }
+        assert_eq!(p.ejections(), vec![true, true, false]);
+    }
+}
