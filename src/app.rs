@@ -21,6 +21,7 @@ use tower::ServiceBuilder;
 
 use crate::config::{Config, StdioShare, UpstreamKind};
 use crate::downstream::streamable_http::{self, HttpState};
+use crate::errors::Rewriter;
 use crate::gateway::Gateway;
 use crate::policy::origin::OriginPolicy;
 use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
@@ -145,7 +146,8 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         let _ = transitions_tx.send((key.clone(), state));
     }));
     let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
-    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers));
+    let rewriter = Arc::new(Rewriter::new(config.errors));
+    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers), rewriter);
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout);
     let gateway =
         Arc::new(Gateway::new(router, sessions, config.limits.max_in_flight_per_session, config.limits.max_in_flight));

@@ -169,7 +169,7 @@ impl Gateway {
         let Ok(_slot) = Arc::clone(&self.in_flight).try_acquire_owned() else {
             let e =
                 GatewayError::Overloaded { scope: "gateway".into(), retry_after: std::time::Duration::from_secs(1) };
-            let body = jsonrpc::encode_reply(Some(&req.id), &errors::rewrite(&e, None));
+            let body = jsonrpc::encode_reply(Some(&req.id), &self.router.rewriter().failure(&e, None));
             return Answer { body, overloaded: Some(std::time::Duration::from_secs(1)) };
         };
         let Some(cancel) = session.begin_request(&req.id) else {
@@ -225,7 +225,7 @@ impl Gateway {
         };
         let body = match outcome {
             Ok(reply) => reply,
-            Err(e) => errors::rewrite(&e, tool.as_deref()),
+            Err(e) => self.router.rewriter().failure(&e, tool.as_deref()),
         };
         Answer { body: jsonrpc::encode_reply(Some(&req.id), &body), overloaded }
     }
@@ -286,6 +286,11 @@ impl Gateway {
             (!shared).then_some(link)
         });
         futures::future::join_all(closes.map(|link: Link| async move { link.close().await })).await;
+    }
+
+    /// The error rewriter.
+    pub fn rewriter(&self) -> &Arc<errors::Rewriter> {
+        self.router.rewriter()
     }
 
     /// The circuit breakers.

@@ -133,7 +133,8 @@ async fn the_retry_budget_bounds_load_on_a_dead_upstream() {
         format!("  - name: down\n    url: {}\n    tools:\n      flaky: {{ idempotent: true }}\n", remote.url);
     let gw = gateway(
         &upstreams,
-        "  retry: { max_attempts: 3, base_delay: 1ms, max_delay: 5ms, budget_percent: 20, budget_min_per_sec: 1 }\n  concurrency: { max_in_flight: 256, queue: 256 }",
+        // Breakers would stop the traffic altogether; switch them off to see the budget alone.
+        "  retry: { max_attempts: 3, base_delay: 1ms, max_delay: 5ms, budget_percent: 20, budget_min_per_sec: 1 }\n  concurrency: { max_in_flight: 256, queue: 256 }\n  breaker: { consecutive_failures: 1000000, min_calls: 1000000 }",
     )
     .await;
     let c = Client::connect(&gw.url, json!({})).await;

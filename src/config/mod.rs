@@ -23,7 +23,8 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigIssue};
 pub use resilience::{
-    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
+    RetryOverrides, ToolConfig,
 };
 pub use types::{
     Config, Defaults, LimitsConfig, RestartConfig, SecurityConfig, SessionConfig, StdioShare, TimeoutOverrides,

@@ -199,3 +199,50 @@ partial! {
         queue_timeout: Duration => "humantime_serde",
     }
 }
+
+/// How a failure is reported to the client.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Report {
+    /// A `CallToolResult` with `isError: true` (a model can read it and adapt).
+    #[default]
+    Result,
+    /// A JSON-RPC error.
+    Error,
+}
+
+/// Error rewriting and validation.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ErrorsConfig {
+    /// How a `tools/call` whose tool could not do its job (upstream internal error, crash,
+    /// timeout, open circuit) is answered: `result` (`isError`) or `error` (JSON-RPC
+    /// error). Default `result`.
+    pub tool_failures: Report,
+    /// Scrub the text of `isError` results coming from upstreams (stack traces, paths,
+    /// hosts, credentials, control bytes; capped at 4 KiB). Default `true`.
+    pub scrub_tool_errors: bool,
+    /// Check `tools/call` arguments against the tool's `inputSchema` (from the
+    /// upstream's `tools/list`) before any upstream traffic. Default `true`.
+    pub validate_arguments: bool,
+    /// How argument violations are answered: `result` (`isError` listing each
+    /// violation's JSON Pointer) or `error` (-32602 with `data.validation_errors`).
+    /// Default `result`.
+    pub argument_errors: Report,
+    /// Check `structuredContent` against the tool's `outputSchema`; a mismatch is
+    /// answered as an `isError` result and the malformed data is never sent.
+    /// Default `true`.
+    pub validate_output: bool,
+}
+
+impl Default for ErrorsConfig {
+    fn default() -> Self {
+        ErrorsConfig {
+            tool_failures: Report::Result,
+            scrub_tool_errors: true,
+            validate_arguments: true,
+            argument_errors: Report::Result,
+            validate_output: true,
+        }
+    }
+}

@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::resilience::{
-    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, RetryConfig,
+    RetryOverrides, ToolConfig,
 };
 
 /// The whole gateway configuration (the top level of the YAML file).
@@ -37,6 +38,8 @@ pub struct Config {
     pub security: SecurityConfig,
     /// Defaults applied to every upstream unless it overrides them.
     pub defaults: Defaults,
+    /// Error rewriting and validation.
+    pub errors: ErrorsConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -51,6 +54,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             security: SecurityConfig::default(),
             defaults: Defaults::default(),
+            errors: ErrorsConfig::default(),
             upstreams: Vec::new(),
         }
     }

@@ -194,7 +194,7 @@ async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Res
             resp
         }
         Err(InitError::Failed(e)) => {
-            let body = crate::errors::rewrite(&e, None);
+            let body = st.gateway.rewriter().failure(&e, None);
             json_response(StatusCode::OK, jsonrpc::encode_reply(Some(&req.id), &body))
         }
     }

@@ -1,11 +1,15 @@
 //! Every failure inside seawall, and the one place that turns it into an answer.
 //!
-//! Failures are typed where they happen ([`GatewayError`]); [`rewrite`] maps them to a
-//! JSON-RPC error object or, for a `tools/call` whose tool could not do its job, to a
-//! `CallToolResult` with `isError: true`. Raw upstream detail goes to the log next to a
-//! correlation id and never to the client.
+//! Failures are typed where they happen ([`GatewayError`]); the [`Rewriter`] maps them —
+//! and whatever error an upstream sent — to a JSON-RPC error object or, for a `tools/call`
+//! whose tool could not do its job, to a `CallToolResult` with `isError: true`. Raw
+//! upstream detail goes to the log next to a correlation id and never to the client;
+//! everything quoted from a peer passes through [`sanitize`].
 
+pub mod rewrite;
 pub mod sanitize;
+
+pub use rewrite::Rewriter;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +17,7 @@ use std::time::Duration;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::jsonrpc::{self, code};
+use crate::jsonrpc;
 use crate::upstream::UpstreamError;
 
 /// A failure, classified by where it came from.
@@ -101,98 +105,8 @@ pub fn correlation_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Turns a failure into the answer for the client. `tool` is set for `tools/call`, whose
-/// tool-side failures become `isError` results.
-pub fn rewrite(err: &GatewayError, tool: Option<&str>) -> Result<Box<RawValue>, Box<RawValue>> {
-    let cid = correlation_id();
-    match err {
-        GatewayError::InvalidParams(_)
-        | GatewayError::MethodNotFound(_)
-        | GatewayError::UnknownTool(_)
-        | GatewayError::UnknownPrompt(_)
-        | GatewayError::ResourceNotFound(_)
-        | GatewayError::Cancelled
-        | GatewayError::CircuitOpen { .. }
-        | GatewayError::Overloaded { .. } => {
-            tracing::debug!(correlation_id = %cid, error = %err, "refused a request");
-        }
-        _ => tracing::warn!(correlation_id = %cid, error = %err, "request failed"),
-    }
-    let data = || Some(json!({ "correlationId": cid }));
-    match err {
-        GatewayError::InvalidParams(m) => {
-            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Invalid params: {m}"), data()))
-        }
-        GatewayError::MethodNotFound(m) => {
-            Err(jsonrpc::error_object(code::METHOD_NOT_FOUND, &format!("Method not found: {m}"), data()))
-        }
-        GatewayError::UnknownTool(t) => {
-            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Unknown tool: {t}"), data()))
-        }
-        GatewayError::UnknownPrompt(p) => {
-            Err(jsonrpc::error_object(code::INVALID_PARAMS, &format!("Unknown prompt: {p}"), data()))
-        }
-        GatewayError::ResourceNotFound(uri) => Err(jsonrpc::error_object(
-            code::RESOURCE_NOT_FOUND,
-            "Resource not found",
-            Some(json!({ "uri": uri, "correlationId": cid })),
-        )),
-        GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
-        GatewayError::Timeout { after, .. } => match tool {
-            Some(tool) => Ok(tool_error(&format!(
-                "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
-                human(*after)
-            ))),
-            None => Err(jsonrpc::error_object(code::REQUEST_TIMEOUT, "Request timed out", data())),
-        },
-        GatewayError::Upstream { upstream, source } => match tool {
-            Some(tool) => Ok(tool_error(&format!(
-                "tool '{tool}' failed: {} (correlation id {cid})",
-                upstream_summary(source, upstream)
-            ))),
-            None => Err(jsonrpc::error_object(code::UPSTREAM_UNAVAILABLE, &upstream_summary(source, upstream), data())),
-        },
-        GatewayError::Unavailable { upstream, .. } => match tool {
-            Some(tool) => Ok(tool_error(&format!(
-                "tool '{tool}' is unavailable: upstream '{upstream}' cannot be reached; try again later (correlation id {cid})"
-            ))),
-            None => Err(jsonrpc::error_object(
-                code::UPSTREAM_UNAVAILABLE,
-                &format!("Upstream '{upstream}' is unavailable"),
-                data(),
-            )),
-        },
-        GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after } => {
-            let secs = retry_after.as_secs().max(1);
-            match tool {
-                Some(tool) => Ok(tool_error(&format!(
-                    "tool '{tool}' is temporarily unavailable: {} is failing and calls are paused; retry in {secs} s (correlation id {cid})",
-                    match open_tool {
-                        Some(_) => "the tool".to_owned(),
-                        None => format!("upstream '{upstream}'"),
-                    }
-                ))),
-                None => Err(jsonrpc::error_object(
-                    code::CIRCUIT_OPEN,
-                    &format!("Upstream '{upstream}' is failing and requests are paused; retry in {secs} s"),
-                    Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
-                )),
-            }
-        }
-        GatewayError::Overloaded { retry_after, .. } => {
-            let secs = retry_after.as_secs().max(1);
-            Err(jsonrpc::error_object(
-                code::OVERLOADED,
-                &format!("Overloaded: too many requests in flight; retry in {secs} s"),
-                Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
-            ))
-        }
-        GatewayError::Internal(_) => Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data())),
-    }
-}
-
 /// One sentence a client can act on, without the raw detail.
-fn upstream_summary(source: &UpstreamError, upstream: &str) -> String {
+pub(crate) fn upstream_summary(source: &UpstreamError, upstream: &str) -> String {
     match source {
         UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
             format!("upstream '{upstream}' is unavailable; the request was not sent")
@@ -218,24 +132,6 @@ pub fn tool_error(text: &str) -> Box<RawValue> {
     jsonrpc::to_raw(&json!({ "content": [{ "type": "text", "text": text }], "isError": true }))
 }
 
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     if d.subsec_millis() == 0 { format!("{} s", d.as_secs()) } else { format!("{} ms", d.as_millis()) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
-        let timeout = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(2) };
-        let result = rewrite(&timeout, Some("u__slow")).unwrap();
-        assert!(result.get().contains("\"isError\":true"));
-        assert!(result.get().contains("timed out after 2 s; the outcome is unknown"));
-        let err = rewrite(&timeout, None).unwrap_err();
-        assert!(err.get().starts_with(r#"{"code":-32001,"message":"Request timed out""#));
-        let raw =
-            GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io("secret /etc/x".into()) };
-        assert!(!rewrite(&raw, None).unwrap_err().get().contains("secret"));
-    }
 }

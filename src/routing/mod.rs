@@ -19,7 +19,7 @@ use tower::ServiceExt;
 
 pub use catalog::Catalog;
 
-use crate::errors::GatewayError;
+use crate::errors::{GatewayError, Rewriter};
 use crate::jsonrpc::{self, code};
 use crate::mcp::{meta, method};
 use crate::resilience::breaker::Breakers;
@@ -45,6 +45,7 @@ pub struct Router {
     upstreams: Arc<Upstreams>,
     separator: String,
     breakers: Arc<Breakers>,
+    rewriter: Arc<Rewriter>,
 }
 
 /// The list methods and how their results are merged.
@@ -71,8 +72,18 @@ fn list_kind(method: &str) -> Option<ListKind> {
 
 impl Router {
     /// A router over these upstreams.
-    pub fn new(upstreams: Arc<Upstreams>, separator: String, breakers: Arc<Breakers>) -> Router {
-        Router { upstreams, separator, breakers }
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        separator: String,
+        breakers: Arc<Breakers>,
+        rewriter: Arc<Rewriter>,
+    ) -> Router {
+        Router { upstreams, separator, breakers, rewriter }
+    }
+
+    /// The error rewriter.
+    pub fn rewriter(&self) -> &Arc<Rewriter> {
+        &self.rewriter
     }
 
     /// The circuit breakers.
@@ -167,10 +178,18 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
-        let link = self.link(ctx.session, handle).await?;
         let tool = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
             .flatten();
+        let info = tool.as_deref().and_then(|t| handle.policy.catalog.get(t));
+        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        if let Some(client_tool) = &client_tool {
+            let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
+            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
+                return Ok(answer);
+            }
+        }
+        let link = self.link(ctx.session, handle).await?;
         let timeout = handle.policy.timeout(method, tool.as_deref());
         let call = Call {
             method: method.to_owned(),
@@ -188,14 +207,15 @@ impl Router {
             tool,
             ctx: crate::upstream::service::CallCtx::for_client(timeout, Some(ctx.cancel.clone())),
         };
-        let reply = handle.service.clone().oneshot(req).await;
-        match reply {
-            Ok(Ok(result)) if learn => {
+        let reply = handle.service.clone().oneshot(req).await?;
+        let reply = match reply {
+            Ok(result) if learn => {
                 handle.policy.catalog.learn(&result);
-                Ok(Ok(self.without_open_tools(handle, result)))
+                Ok(self.without_open_tools(handle, result))
             }
             other => other,
-        }
+        };
+        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), info.as_deref(), reply))
     }
 
     /// `tools/call`, `prompts/get`: the prefix of `params.name` names the upstream.
@@ -521,6 +541,12 @@ impl Router {
 #[derive(serde::Deserialize)]
 struct NameParams {
     name: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ArgumentsParams {
+    #[serde(default)]
+    arguments: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]

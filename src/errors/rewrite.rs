@@ -1,0 +1,369 @@
+//! The one rewrite layer: every failure and every upstream error becomes the answer a
+//! client sees here, and only here. This file is the code table of the README.
+//!
+//! | case | answer |
+//! |---|---|
+//! | tool could not do its job (upstream internal error, crash, broken connection, timeout, open circuit) | `isError` result (or -32603 / -32001 / -32010 / -32011 with `tool_failures: error`) |
+//! | arguments break the tool's `inputSchema` | `isError` result listing violations (or -32602 with `data.validation_errors`) |
+//! | `structuredContent` breaks the tool's `outputSchema` | `isError` result (or -32603) |
+//! | upstream -32600 / -32601 / -32602 / -32002 / -32800 / -32042 | same code, sanitised message and data |
+//! | upstream -32603 or any other code | -32603 "Internal error in upstream 'x'" (tool calls: `isError`) |
+//! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012 |
+//!
+//! Every rewritten answer carries a correlation id (`data.correlationId`, or in the
+//! `isError` text) that appears in seawall's log next to the raw detail.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::sanitize::{self, TEXT_CAP};
+use super::{GatewayError, correlation_id, human, tool_error, upstream_summary};
+use crate::config::{ErrorsConfig, Report};
+use crate::jsonrpc::{self, code};
+use crate::mcp::method;
+use crate::upstream::Reply;
+use crate::upstream::settings::ToolInfo;
+use crate::validation::{SchemaCache, Violation};
+
+/// Longest `isError` text relayed from an upstream, after scrubbing.
+const TOOL_ERROR_CAP: usize = 4096;
+
+/// Upstream error codes that describe the client's request, passed through (sanitised).
+const CLIENT_FAULTS: &[i64] = &[
+    code::INVALID_REQUEST,
+    code::METHOD_NOT_FOUND,
+    code::INVALID_PARAMS,
+    code::RESOURCE_NOT_FOUND,
+    code::REQUEST_CANCELLED,
+    URL_ELICITATION_REQUIRED,
+];
+
+/// MCP 2025-11-25: the client must complete a URL elicitation first; `data` is protocol
+/// payload (the URLs to visit), so it is passed on as sent.
+const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+/// Turns failures and upstream errors into answers.
+pub struct Rewriter {
+    config: ErrorsConfig,
+    schemas: SchemaCache,
+}
+
+#[derive(Deserialize)]
+struct ErrorView {
+    code: Option<i64>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ToolResultView<'a> {
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(rename = "structuredContent", default, borrow)]
+    structured: Option<&'a RawValue>,
+}
+
+impl Rewriter {
+    /// A rewriter with these settings.
+    pub fn new(config: ErrorsConfig) -> Rewriter {
+        Rewriter { config, schemas: SchemaCache::new(crate::validation::DEFAULT_CAPACITY) }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ErrorsConfig {
+        &self.config
+    }
+
+    /// A failure inside seawall → the answer. `tool` is the tool name as the client
+    /// wrote it, for `tools/call`.
+    pub fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
+        let cid = correlation_id();
+        match err {
+            GatewayError::InvalidParams(_)
+            | GatewayError::MethodNotFound(_)
+            | GatewayError::UnknownTool(_)
+            | GatewayError::UnknownPrompt(_)
+            | GatewayError::ResourceNotFound(_)
+            | GatewayError::Cancelled
+            | GatewayError::CircuitOpen { .. }
+            | GatewayError::Overloaded { .. } => {
+                tracing::debug!(correlation_id = %cid, error = %err, "refused a request");
+            }
+            _ => tracing::warn!(correlation_id = %cid, error = %err, "request failed"),
+        }
+        let data = || Some(json!({ "correlationId": cid }));
+        let as_result = tool.filter(|_| self.config.tool_failures == Report::Result).map(sanitize::ident);
+        match err {
+            GatewayError::InvalidParams(m) => Err(jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                &format!("Invalid params: {}", sanitize::text(m)),
+                data(),
+            )),
+            GatewayError::MethodNotFound(m) => Err(jsonrpc::error_object(
+                code::METHOD_NOT_FOUND,
+                &format!("Method not found: {}", sanitize::ident(m)),
+                data(),
+            )),
+            GatewayError::UnknownTool(t) => Err(jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                &format!("Unknown tool: {}", sanitize::ident(t)),
+                data(),
+            )),
+            GatewayError::UnknownPrompt(p) => Err(jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                &format!("Unknown prompt: {}", sanitize::ident(p)),
+                data(),
+            )),
+            GatewayError::ResourceNotFound(uri) => Err(jsonrpc::error_object(
+                code::RESOURCE_NOT_FOUND,
+                "Resource not found",
+                Some(json!({ "uri": sanitize::text(uri), "correlationId": cid })),
+            )),
+            GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
+            GatewayError::Timeout { after, .. } => match as_result {
+                Some(tool) => Ok(tool_error(&format!(
+                    "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
+                    human(*after)
+                ))),
+                None => Err(jsonrpc::error_object(code::REQUEST_TIMEOUT, "Request timed out", data())),
+            },
+            GatewayError::Upstream { upstream, source } => match as_result {
+                Some(tool) => Ok(tool_error(&format!(
+                    "tool '{tool}' failed: {} (correlation id {cid})",
+                    upstream_summary(source, upstream)
+                ))),
+                None => Err(jsonrpc::error_object(
+                    code::UPSTREAM_UNAVAILABLE,
+                    &capitalise(&upstream_summary(source, upstream)),
+                    data(),
+                )),
+            },
+            GatewayError::Unavailable { upstream, .. } => match as_result {
+                Some(tool) => Ok(tool_error(&format!(
+                    "tool '{tool}' is unavailable: upstream '{upstream}' cannot be reached; try again later (correlation id {cid})"
+                ))),
+                None => Err(jsonrpc::error_object(
+                    code::UPSTREAM_UNAVAILABLE,
+                    &format!("Upstream '{upstream}' is unavailable"),
+                    data(),
+                )),
+            },
+            GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after } => {
+                let secs = retry_after.as_secs().max(1);
+                match as_result {
+                    Some(tool) => Ok(tool_error(&format!(
+                        "tool '{tool}' is temporarily unavailable: {} is failing and calls are paused; retry in {secs} s (correlation id {cid})",
+                        match open_tool {
+                            Some(_) => "the tool".to_owned(),
+                            None => format!("upstream '{upstream}'"),
+                        }
+                    ))),
+                    None => Err(jsonrpc::error_object(
+                        code::CIRCUIT_OPEN,
+                        &format!("Upstream '{upstream}' is failing and requests are paused; retry in {secs} s"),
+                        Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
+                    )),
+                }
+            }
+            GatewayError::Overloaded { retry_after, .. } => {
+                let secs = retry_after.as_secs().max(1);
+                Err(jsonrpc::error_object(
+                    code::OVERLOADED,
+                    &format!("Overloaded: too many requests in flight; retry in {secs} s"),
+                    Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
+                ))
+            }
+            GatewayError::Internal(_) => Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data())),
+        }
+    }
+
+    /// Checks `tools/call` arguments against the tool's `inputSchema`; `Err` holds the
+    /// answer to send instead of calling the upstream.
+    pub fn check_arguments(&self, tool: &str, info: Option<&ToolInfo>, arguments: Option<&Value>) -> Result<(), Reply> {
+        if !self.config.validate_arguments {
+            return Ok(());
+        }
+        let Some(schema) = info.and_then(|i| i.input_schema.as_deref()) else { return Ok(()) };
+        let empty = Value::Object(Map::new());
+        let Err(violations) = self.schemas.validate(schema, arguments.unwrap_or(&empty)) else { return Ok(()) };
+        let tool = sanitize::ident(tool);
+        let cid = correlation_id();
+        tracing::debug!(correlation_id = %cid, tool = %tool, violations = violations.len(), "arguments refused");
+        Err(match self.config.argument_errors {
+            Report::Result => Ok(tool_error(&format!(
+                "invalid arguments for tool '{tool}': {}; correct them and call again (correlation id {cid})",
+                describe(&violations)
+            ))),
+            Report::Error => Err(jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                &format!("Invalid params: arguments do not match the input schema of tool '{tool}'"),
+                Some(json!({
+                    "validation_errors": violations.iter().map(|v| json!({ "pointer": v.pointer, "message": v.message })).collect::<Vec<_>>(),
+                    "correlationId": cid,
+                })),
+            )),
+        })
+    }
+
+    /// An upstream's answer → what the client sees. Results pass untouched, except
+    /// `tools/call` results that are `isError` (scrubbed) or whose `structuredContent`
+    /// breaks the tool's `outputSchema` (replaced).
+    pub fn upstream_reply(
+        &self,
+        upstream: &str,
+        method: &str,
+        tool: Option<&str>,
+        info: Option<&ToolInfo>,
+        reply: Reply,
+    ) -> Reply {
+        match reply {
+            Err(error) => self.upstream_error(upstream, method, tool, &error),
+            Ok(result) if method == method::TOOLS_CALL => self.tool_result(upstream, tool, info, result),
+            Ok(result) => Ok(result),
+        }
+    }
+
+    fn upstream_error(&self, upstream: &str, method: &str, tool: Option<&str>, error: &RawValue) -> Reply {
+        let cid = correlation_id();
+        let view: Option<ErrorView> = serde_json::from_str(error.get()).ok();
+        let code = view.as_ref().and_then(|v| v.code);
+        if let (Some(code), Some(view)) = (code, &view) {
+            if CLIENT_FAULTS.contains(&code) {
+                tracing::debug!(correlation_id = %cid, upstream, code, raw = %truncated(error.get()), "upstream refused a request");
+                let message = sanitize::text(view.message.as_deref().unwrap_or(""));
+                let data = match (&view.data, code) {
+                    (Some(data), URL_ELICITATION_REQUIRED) => Some(data.clone()),
+                    (Some(Value::Object(d)), code::RESOURCE_NOT_FOUND) => {
+                        let uri = d.get("uri").and_then(Value::as_str).map(sanitize::text);
+                        Some(json!({ "uri": uri, "correlationId": cid }))
+                    }
+                    (Some(data), _) => {
+                        Some(json!({ "upstream": sanitize::sanitize_json(data, TEXT_CAP), "correlationId": cid }))
+                    }
+                    (None, _) => Some(json!({ "correlationId": cid })),
+                };
+                let message = if message.is_empty() { default_message(code).to_owned() } else { message };
+                return Err(jsonrpc::error_object(code, &message, data));
+            }
+        }
+        tracing::warn!(
+            correlation_id = %cid,
+            upstream,
+            method = %sanitize::ident(method),
+            raw = %truncated(error.get()),
+            "upstream reported an internal error"
+        );
+        match tool.filter(|_| self.config.tool_failures == Report::Result) {
+            Some(tool) => Ok(tool_error(&format!(
+                "tool '{}' failed: upstream '{upstream}' reported an internal error (correlation id {cid})",
+                sanitize::ident(tool)
+            ))),
+            None => Err(jsonrpc::error_object(
+                code::INTERNAL_ERROR,
+                &format!("Internal error in upstream '{upstream}'"),
+                Some(json!({ "correlationId": cid })),
+            )),
+        }
+    }
+
+    fn tool_result(&self, upstream: &str, tool: Option<&str>, info: Option<&ToolInfo>, result: Box<RawValue>) -> Reply {
+        let Ok(view) = serde_json::from_str::<ToolResultView<'_>>(result.get()) else { return Ok(result) };
+        if view.is_error == Some(true) {
+            if !self.config.scrub_tool_errors {
+                return Ok(result);
+            }
+            return Ok(scrub_tool_error(&result).unwrap_or(result));
+        }
+        if !self.config.validate_output {
+            return Ok(result);
+        }
+        let Some(schema) = info.and_then(|i| i.output_schema.as_deref()) else { return Ok(result) };
+        let structured = view.structured.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+        let problem = match &structured {
+            None => "it declares an output schema but returned no structured content".to_owned(),
+            Some(value) => match self.schemas.validate(schema, value) {
+                Ok(()) => return Ok(result),
+                Err(violations) => describe(&violations),
+            },
+        };
+        let cid = correlation_id();
+        let tool = sanitize::ident(tool.unwrap_or("?"));
+        tracing::warn!(correlation_id = %cid, upstream, tool = %tool, problem = %problem, "tool output does not match its output schema");
+        match self.config.tool_failures {
+            Report::Result => Ok(tool_error(&format!(
+                "tool '{tool}' returned output that does not match its output schema, so it was withheld (correlation id {cid})"
+            ))),
+            Report::Error => Err(jsonrpc::error_object(
+                code::INTERNAL_ERROR,
+                &format!("Tool '{tool}' returned output that does not match its output schema"),
+                Some(json!({ "correlationId": cid })),
+            )),
+        }
+    }
+}
+
+/// Scrubs every text item of an `isError` result; `None` if it is not an object.
+fn scrub_tool_error(result: &RawValue) -> Option<Box<RawValue>> {
+    let Value::Object(mut map) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
+    if let Some(Value::Array(items)) = map.get_mut("content") {
+        for item in items.iter_mut() {
+            if let Some(Value::String(text)) = item.get_mut("text") {
+                *text = sanitize::sanitize(text, TOOL_ERROR_CAP);
+            }
+        }
+    }
+    if let Some(structured) = map.get_mut("structuredContent") {
+        *structured = sanitize::sanitize_json(structured, TEXT_CAP);
+    }
+    Some(jsonrpc::to_raw(&map))
+}
+
+/// `"/a: must be a number; /b: ..."` for at most [`crate::validation::MAX_VIOLATIONS`].
+fn describe(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(|v| {
+            let pointer = if v.pointer.is_empty() { "(root)".to_owned() } else { sanitize::ident(&v.pointer) };
+            format!("{pointer}: {}", v.message)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn default_message(code: i64) -> &'static str {
+    match code {
+        code::INVALID_REQUEST => "Invalid request",
+        code::METHOD_NOT_FOUND => "Method not found",
+        code::INVALID_PARAMS => "Invalid params",
+        code::RESOURCE_NOT_FOUND => "Resource not found",
+        code::REQUEST_CANCELLED => "Request cancelled",
+        _ => "Error",
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The raw detail for the log: bounded, but otherwise as the upstream wrote it.
+fn truncated(raw: &str) -> &str {
+    const LOG_CAP: usize = 8 * 1024;
+    if raw.len() <= LOG_CAP {
+        return raw;
+    }
+    let mut end = LOG_CAP;
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    &raw[..end]
+}
+
+#[cfg(test)]
+mod tests;
