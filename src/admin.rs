@@ -39,10 +39,10 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
             Transport::Http(_) | Transport::PerSessionStdio(_) => "per-session",
         };
         let mut entry = json!({ "kind": handle.kind(), "state": state });
-        if let Transport::Http(pool) = &handle.transport {
-            if pool.len() > 1 {
-                entry["endpoints_ejected"] = json!(pool.ejections());
-            }
+        if let Transport::Http(pool) = &handle.transport
+            && pool.len() > 1
+        {
+            entry["endpoints_ejected"] = json!(pool.ejections());
         }
         upstreams.insert(handle.name.to_string(), entry);
     }

@@ -235,10 +235,10 @@ impl Gateway {
         match n.method.as_str() {
             method::INITIALIZED => {}
             method::CANCELLED => {
-                if let Some(p) = jsonrpc::view::<meta::CancelledParams>(n.params.as_deref()) {
-                    if let Some(id) = Id::from_value(&p.request_id) {
-                        session.cancel_request(&id);
-                    }
+                if let Some(p) = jsonrpc::view::<meta::CancelledParams>(n.params.as_deref())
+                    && let Some(id) = Id::from_value(&p.request_id)
+                {
+                    session.cancel_request(&id);
                 }
             }
             _ => {

@@ -141,10 +141,10 @@ async fn post(st: HttpState, scope: Scope, headers: HeaderMap, body: Body) -> Re
                 Ok(m) => m,
                 Err(e) => return decode_error_response(&e),
             };
-            if let Message::Request(req) = &msg {
-                if req.method == mcp::method::INITIALIZE {
-                    return initialize(&st, scope, req).await;
-                }
+            if let Message::Request(req) = &msg
+                && req.method == mcp::method::INITIALIZE
+            {
+                return initialize(&st, scope, req).await;
             }
             let session = match session_for(&st, &scope, &headers) {
                 Ok(s) => s,

@@ -230,24 +230,24 @@ impl Rewriter {
         let cid = correlation_id();
         let view: Option<ErrorView> = serde_json::from_str(error.get()).ok();
         let code = view.as_ref().and_then(|v| v.code);
-        if let (Some(code), Some(view)) = (code, &view) {
-            if CLIENT_FAULTS.contains(&code) {
-                tracing::debug!(correlation_id = %cid, upstream, code, raw = %truncated(error.get()), "upstream refused a request");
-                let message = sanitize::text(view.message.as_deref().unwrap_or(""));
-                let data = match (&view.data, code) {
-                    (Some(data), URL_ELICITATION_REQUIRED) => Some(data.clone()),
-                    (Some(Value::Object(d)), code::RESOURCE_NOT_FOUND) => {
-                        let uri = d.get("uri").and_then(Value::as_str).map(sanitize::text);
-                        Some(json!({ "uri": uri, "correlationId": cid }))
-                    }
-                    (Some(data), _) => {
-                        Some(json!({ "upstream": sanitize::sanitize_json(data, TEXT_CAP), "correlationId": cid }))
-                    }
-                    (None, _) => Some(json!({ "correlationId": cid })),
-                };
-                let message = if message.is_empty() { default_message(code).to_owned() } else { message };
-                return Err(jsonrpc::error_object(code, &message, data));
-            }
+        if let (Some(code), Some(view)) = (code, &view)
+            && CLIENT_FAULTS.contains(&code)
+        {
+            tracing::debug!(correlation_id = %cid, upstream, code, raw = %truncated(error.get()), "upstream refused a request");
+            let message = sanitize::text(view.message.as_deref().unwrap_or(""));
+            let data = match (&view.data, code) {
+                (Some(data), URL_ELICITATION_REQUIRED) => Some(data.clone()),
+                (Some(Value::Object(d)), code::RESOURCE_NOT_FOUND) => {
+                    let uri = d.get("uri").and_then(Value::as_str).map(sanitize::text);
+                    Some(json!({ "uri": uri, "correlationId": cid }))
+                }
+                (Some(data), _) => {
+                    Some(json!({ "upstream": sanitize::sanitize_json(data, TEXT_CAP), "correlationId": cid }))
+                }
+                (None, _) => Some(json!({ "correlationId": cid })),
+            };
+            let message = if message.is_empty() { default_message(code).to_owned() } else { message };
+            return Err(jsonrpc::error_object(code, &message, data));
         }
         tracing::warn!(
             correlation_id = %cid,

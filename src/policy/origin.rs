@@ -41,10 +41,10 @@ impl OriginPolicy {
     /// Checks a request's headers.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), OriginRefusal> {
         let host = headers.get(HOST).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
-        if let Some(host) = &host {
-            if !self.host_allowed(host) {
-                return Err(OriginRefusal::Host);
-            }
+        if let Some(host) = &host
+            && !self.host_allowed(host)
+        {
+            return Err(OriginRefusal::Host);
         }
         let Some(origin) = headers.get(ORIGIN) else {
             return Ok(());

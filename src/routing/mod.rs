@@ -346,22 +346,22 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
-        if let Some(p) = jsonrpc::view::<NameParams>(params.as_deref()) {
-            if let Some((handle, _)) = self.split(&p.name) {
-                let handle = Arc::clone(handle);
-                return self.by_name_to(ctx, &handle, method, params).await;
-            }
+        if let Some(p) = jsonrpc::view::<NameParams>(params.as_deref())
+            && let Some((handle, _)) = self.split(&p.name)
+        {
+            let handle = Arc::clone(handle);
+            return self.by_name_to(ctx, &handle, method, params).await;
         }
-        if let Some(p) = jsonrpc::view::<UriParams>(params.as_deref()) {
-            if let Some(handle) = self.resolve_uri(ctx, &p.uri).await {
-                return self.forward(ctx, &handle, method, params).await;
-            }
+        if let Some(p) = jsonrpc::view::<UriParams>(params.as_deref())
+            && let Some(handle) = self.resolve_uri(ctx, &p.uri).await
+        {
+            return self.forward(ctx, &handle, method, params).await;
         }
-        if self.upstreams.len() == 1 {
-            if let Some(handle) = self.upstreams.iter().next() {
-                let handle = Arc::clone(handle);
-                return self.forward(ctx, &handle, method, params).await;
-            }
+        if self.upstreams.len() == 1
+            && let Some(handle) = self.upstreams.iter().next()
+        {
+            let handle = Arc::clone(handle);
+            return self.forward(ctx, &handle, method, params).await;
         }
         Err(GatewayError::MethodNotFound(method.to_owned()))
     }
@@ -374,11 +374,11 @@ impl Router {
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
         let mut map = meta::params_object(params.as_deref()).unwrap_or_default();
-        if let Some(Value::String(name)) = map.get("name") {
-            if let Some((_, local)) = name.split_once(self.separator.as_str()) {
-                let local = local.to_owned();
-                map.insert("name".into(), Value::String(local));
-            }
+        if let Some(Value::String(name)) = map.get("name")
+            && let Some((_, local)) = name.split_once(self.separator.as_str())
+        {
+            let local = local.to_owned();
+            map.insert("name".into(), Value::String(local));
         }
         self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map))).await
     }
@@ -456,10 +456,10 @@ impl Router {
                 }
             }
         }
-        if succeeded == 0 {
-            if let Some(failure) = failures.into_iter().next() {
-                return failure;
-            }
+        if succeeded == 0
+            && let Some(failure) = failures.into_iter().next()
+        {
+            return failure;
         }
         let mut result = Map::new();
         result.insert(kind.key.into(), Value::Array(items));

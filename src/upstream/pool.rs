@@ -108,7 +108,7 @@ impl HttpPool {
             return;
         }
         h.consecutive_failures += 1;
-        if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && !h.ejected_until.is_some_and(|t| t > now) {
+        if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && h.ejected_until.is_none_or(|t| t <= now) {
             let period = BASE_EJECTION.checked_mul(1 << h.ejections.min(16)).unwrap_or(MAX_EJECTION).min(MAX_EJECTION);
             h.ejections += 1;
             h.ejected_until = Some(now + period);

@@ -170,10 +170,10 @@ impl Client {
             tokio::spawn(async move {
                 let mut events = Box::pin(seawall::sse::decode_stream(resp.bytes_stream(), 16 << 20));
                 while let Some(Ok(ev)) = events.next().await {
-                    if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
-                        if tx.send(v).is_err() {
-                            return;
-                        }
+                    if let Ok(v) = serde_json::from_str::<Value>(&ev.data)
+                        && tx.send(v).is_err()
+                    {
+                        return;
                     }
                 }
             });
@@ -208,15 +208,16 @@ async fn read(
         raw.push_str(&ev.data);
         raw.push('\n');
         let Ok(msg) = serde_json::from_str::<Value>(&ev.data) else { continue };
-        if msg.get("method").is_some() && msg.get("id").is_some() {
-            if let Some(result) = on_server_request(&msg) {
-                let answer = json!({"jsonrpc":"2.0","id":msg["id"],"result":result});
-                let post = client.builder(reqwest::Method::POST).body(answer.to_string());
-                tokio::spawn(async move {
-                    let status = post.send().await.expect("POST").status().as_u16();
-                    assert_eq!(status, 202, "answer to a server request");
-                });
-            }
+        if msg.get("method").is_some()
+            && msg.get("id").is_some()
+            && let Some(result) = on_server_request(&msg)
+        {
+            let answer = json!({"jsonrpc":"2.0","id":msg["id"],"result":result});
+            let post = client.builder(reqwest::Method::POST).body(answer.to_string());
+            tokio::spawn(async move {
+                let status = post.send().await.expect("POST").status().as_u16();
+                assert_eq!(status, 202, "answer to a server request");
+            });
         }
         messages.push(msg);
     }
