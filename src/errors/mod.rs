@@ -88,7 +88,57 @@ pub enum GatewayError {
     Internal(String),
 }
 
+/// Where a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The client's request is wrong.
+    Client,
+    /// A policy of seawall's refused it (load shedding, circuit breaker).
+    Policy,
+    /// The connection or process to the upstream failed.
+    UpstreamTransport,
+    /// The upstream answered something that is not valid MCP.
+    UpstreamProtocol,
+    /// The upstream's tool or handler failed (an upstream JSON-RPC error).
+    UpstreamTool,
+    /// seawall itself.
+    Gateway,
+}
+
+impl Origin {
+    /// A short name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Client => "client",
+            Origin::Policy => "policy",
+            Origin::UpstreamTransport => "upstream_transport",
+            Origin::UpstreamProtocol => "upstream_protocol",
+            Origin::UpstreamTool => "upstream_tool",
+            Origin::Gateway => "gateway",
+        }
+    }
+}
+
 impl GatewayError {
+    /// Where the failure came from.
+    pub fn origin(&self) -> Origin {
+        match self {
+            GatewayError::InvalidParams(_)
+            | GatewayError::MethodNotFound(_)
+            | GatewayError::UnknownTool(_)
+            | GatewayError::UnknownPrompt(_)
+            | GatewayError::ResourceNotFound(_)
+            | GatewayError::Cancelled => Origin::Client,
+            GatewayError::CircuitOpen { .. } | GatewayError::Overloaded { .. } => Origin::Policy,
+            GatewayError::Timeout { .. } | GatewayError::Unavailable { .. } => Origin::UpstreamTransport,
+            GatewayError::Upstream { source, .. } => match source {
+                UpstreamError::Protocol(_) | UpstreamError::TooLarge { .. } => Origin::UpstreamProtocol,
+                _ => Origin::UpstreamTransport,
+            },
+            GatewayError::Internal(_) => Origin::Gateway,
+        }
+    }
+
     /// Whether the upstream may have seen the request.
     pub fn may_have_reached(&self) -> bool {
         match self {

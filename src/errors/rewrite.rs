@@ -90,9 +90,9 @@ impl Rewriter {
             | GatewayError::Cancelled
             | GatewayError::CircuitOpen { .. }
             | GatewayError::Overloaded { .. } => {
-                tracing::debug!(correlation_id = %cid, error = %err, "refused a request");
+                tracing::debug!(correlation_id = %cid, origin = err.origin().as_str(), error = %err, "refused a request");
             }
-            _ => tracing::warn!(correlation_id = %cid, error = %err, "request failed"),
+            _ => tracing::warn!(correlation_id = %cid, origin = err.origin().as_str(), error = %err, "request failed"),
         }
         let data = || Some(json!({ "correlationId": cid }));
         let as_result = tool.filter(|_| self.config.tool_failures == Report::Result).map(sanitize::ident);
@@ -251,6 +251,7 @@ impl Rewriter {
         }
         tracing::warn!(
             correlation_id = %cid,
+            origin = super::Origin::UpstreamTool.as_str(),
             upstream,
             method = %sanitize::ident(method),
             raw = %truncated(error.get()),
