@@ -3,20 +3,12 @@
 
 use serde_json::{Map, Value, json};
 
-/// JSON-RPC and MCP error codes the demo server answers with.
+/// JSON-RPC and MCP error codes the demo server answers with: the gateway's own table,
+/// plus one of the demo's HTTP transport.
 pub mod code {
-    /// The message was not valid JSON (answered with id null).
-    pub const PARSE_ERROR: i64 = -32700;
-    /// The JSON was not a valid JSON-RPC message.
-    pub const INVALID_REQUEST: i64 = -32600;
-    /// The method is not one the demo server knows.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// The params were missing, of the wrong type, or named an unknown tool/prompt.
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// A server fault (injected failures, the `fail` and `flaky` tools).
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// MCP (up to 2025-11-25): the resource URI is unknown.
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    pub use crate::jsonrpc::code::{
+        INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND,
+    };
     /// HTTP transport: the `Mcp-Session-Id` names no live session.
     pub const SESSION_NOT_FOUND: i64 = -32001;
 }

@@ -27,7 +27,7 @@ pub struct HttpUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
     client: reqwest::Client,
-    url: String,
+    url: reqwest::Url,
     headers: HeaderMap,
     max_message_bytes: usize,
 }
@@ -50,7 +50,8 @@ impl HttpUpstream {
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
             .build()?;
-        Ok(HttpUpstream { name: Arc::from(name), client, url: url.to_owned(), headers: map, max_message_bytes })
+        let url = reqwest::Url::parse(url)?;
+        Ok(HttpUpstream { name: Arc::from(name), client, url, headers: map, max_message_bytes })
     }
 }
 
@@ -227,7 +228,7 @@ impl HttpLink {
         }
         let state = self.snapshot();
         if let Some(sid) = state.session_id {
-            let req = self.up.client.delete(&self.up.url).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
+            let req = self.up.client.delete(self.up.url.clone()).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
             let req = match &state.version {
                 Some(v) => req.header(VERSION_HEADER, v),
                 None => req,
@@ -242,7 +243,7 @@ impl HttpLink {
         let mut req = self
             .up
             .client
-            .post(&self.up.url)
+            .post(self.up.url.clone())
             .headers(self.up.headers.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
@@ -257,7 +258,7 @@ impl HttpLink {
 
     async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<reqwest::Response, UpstreamError> {
         let mut req =
-            self.up.client.get(&self.up.url).headers(self.up.headers.clone()).header(ACCEPT, "text/event-stream");
+            self.up.client.get(self.up.url.clone()).headers(self.up.headers.clone()).header(ACCEPT, "text/event-stream");
         if let Some(sid) = &state.session_id {
             req = req.header(SESSION_HEADER, sid);
         }

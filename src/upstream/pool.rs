@@ -89,8 +89,8 @@ impl HttpPool {
         } else {
             (0..self.len()).collect()
         };
-        if candidates.len() == 1 {
-            return candidates[0];
+        if candidates.len() <= 1 {
+            return candidates.first().copied().unwrap_or(0);
         }
         let a = candidates[rand::random_range(0..candidates.len())];
         let b = candidates[rand::random_range(0..candidates.len())];
