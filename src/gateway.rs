@@ -364,6 +364,10 @@ fn merged_init(session: &Session, version: &str) -> Box<RawValue> {
             instructions.push(format!("[{name}] {text}"));
         }
     }
+    // Task-augmented requests (`tasks/*`) carry no name or URI to route them by.
+    if let Value::Object(caps) = &mut capabilities {
+        caps.remove("tasks");
+    }
     let mut result = Map::new();
     result.insert("protocolVersion".into(), Value::String(version.to_owned()));
     result.insert("capabilities".into(), capabilities);

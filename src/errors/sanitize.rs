@@ -8,23 +8,28 @@
 //! 1. **bound** — only a prefix is looked at (64 KiB, or twice the cap if that is more);
 //!    the cut is moved back to a separator so that no token straddles it;
 //! 2. **strip** complete ANSI CSI/OSC sequences (colours, titles, hyperlinks);
-//! 3. **reduce traces** — Python, Java, JavaScript, Rust and Go stack traces lose their
+//! 3. **drop key blocks** (`-----BEGIN … PRIVATE KEY-----` … `-----END …-----`), which
+//!    span lines and must go before lines are judged one by one;
+//! 4. **reduce traces** — Python, Java, JavaScript, Rust and Go stack traces lose their
 //!    frames; the headline a handler wrote on purpose (`ValueError: bad input`) stays,
 //!    and a trace with no headline at all becomes `[trace]`;
-//! 4. **redact** URLs (`[url]`), absolute paths (`[path]`), addresses and internal host
+//! 5. **redact** URLs (`[url]`), absolute paths (`[path]`), addresses and internal host
 //!    names (`[host]`) and credentials (`[redacted]`);
-//! 5. **escape** every byte outside printable ASCII as `\xNN`;
-//! 6. **cap** to a byte budget, ending in `...` when cut, never inside an escape.
+//! 6. **escape** every byte outside printable ASCII as `\xNN`;
+//! 7. **cap** to a byte budget, ending in `...` when cut — never inside an escape or a
+//!    marker, and after a nearby delimiter rather than inside a word.
 //!
-//! Steps 2–4 are [`scrub`], which long texts use on their own. Redaction comes before
+//! Steps 2–5 are [`scrub`], which long texts use on their own. Redaction comes before
 //! escaping and capping, so a secret is never half cut and left recognisable.
 //!
 //! Every scanner is a hand-written single pass over bytes — no regular expressions, no
-//! backtracking — so the cost is linear in the (bounded) input. The detectors treat an
-//! escape `\xNN` exactly like the raw byte it stands for would be treated (a delimiter),
-//! so running the pipeline over its own output finds nothing new; [`sanitize`] still
-//! repeats it until nothing changes, which makes idempotence a property of the
-//! construction rather than a hope.
+//! backtracking — so the cost is linear in the (bounded) input. The scanners read an
+//! escape `\xNN` as the delimiter its raw byte was, split lines at `\x0a` as at a
+//! newline, and let a marker border its neighbours as the token it replaced did; so a
+//! second run over the output normally finds nothing new. A cut can still leave the
+//! front of a long token that reads differently on its own, so [`sanitize`] repeats the
+//! pipeline until nothing changes (at most four runs, the later ones over at most `cap`
+//! bytes): idempotence is a property of the construction, not a hope.
 
 use std::borrow::Cow;
 
@@ -53,6 +58,8 @@ const ELLIPSIS: &str = "...";
 /// How much of the input is looked at, at least. The output is at most `cap` bytes, so
 /// scanning a megabyte to produce 256 bytes would be wasted work.
 const SCAN_LIMIT: usize = 64 * 1024;
+/// A cut moves back to a delimiter at most this far.
+const CUT_WORD_WINDOW: usize = 24;
 /// The pipeline normally settles after one pass (the second confirms it).
 const MAX_PASSES: usize = 4;
 
@@ -89,7 +96,9 @@ pub fn text(text: &str) -> String {
 /// and nothing is capped; the caller caps (for long `isError` texts, with a larger cap).
 pub fn scrub(text: &str) -> String {
     let plain = strip_ansi(text);
-    let reduced = reduce_traces(&plain);
+    // Key blocks span lines; trace reduction must not separate a body from its header.
+    let keyless = redact_pem_blocks(&plain);
+    let reduced = reduce_traces(&keyless);
     redact(&reduced)
 }
 
@@ -142,9 +151,32 @@ fn escape_and_cap(text: &str, cap: usize) -> String {
         }
     }
     if full > cap {
+        // Never leave half a marker.
+        if let Some(open) = out.rfind('[')
+            && MARKERS.iter().any(|m| m.len() > out.len() - open && m.starts_with(&out[open..]))
+        {
+            out.truncate(open);
+        }
+        // Cut after a delimiter when one is near: the front of a token can read as
+        // something the whole did not (`10.0.0.1` of `10.0.0.123`, `localhost` of
+        // `localhost-x`), and half words read badly anyway.
+        if let Some(delimiter) = out.bytes().rposition(is_cut_point)
+            && out.len() - delimiter <= CUT_WORD_WINDOW
+        {
+            out.truncate(delimiter + 1);
+        }
         out.push_str(ELLIPSIS.get(..cap.min(ELLIPSIS.len())).unwrap_or(""));
     }
     out
+}
+
+/// A byte no detector treats as part of a token.
+fn is_cut_point(c: u8) -> bool {
+    !(is_alnum(c)
+        || matches!(
+            c,
+            b'.' | b'_' | b'-' | b':' | b'\\' | b'/' | b'[' | b']' | b'~' | b'@' | b'%' | b'+' | b'=' | b'$'
+        ))
 }
 
 fn escaped_len(c: u8) -> usize {
@@ -240,16 +272,16 @@ fn reduce_traces(text: &str) -> Cow<'_, str> {
     // Blank lines that separated a dropped trace from its neighbours go with it.
     let mut after_drop = false;
     let mut state = Trace::Outside;
-    for raw in text.split('\n') {
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
+    for raw in split_lines(text) {
+        let line = raw.strip_suffix('\r').or_else(|| raw.strip_suffix("\\x0d")).unwrap_or(raw);
         match classify(line, &mut state) {
-            Verdict::Keep if after_drop && line.trim().is_empty() => {}
+            Verdict::Keep if after_drop && is_blank(line) => {}
             Verdict::Keep => {
                 kept.push(Cow::Borrowed(raw));
                 after_drop = false;
             }
             Verdict::Drop => {
-                while kept.last().is_some_and(|l| l.trim().is_empty()) {
+                while kept.last().is_some_and(|l| is_blank(l)) {
                     kept.pop();
                 }
                 changed = true;
@@ -265,14 +297,52 @@ fn reduce_traces(text: &str) -> Cow<'_, str> {
     if !changed {
         return Cow::Borrowed(text);
     }
-    if kept.iter().all(|line| line.trim().is_empty()) {
+    if kept.iter().all(|line| is_blank(line)) {
         return Cow::Borrowed(MARK_TRACE);
     }
     Cow::Owned(kept.join("\n"))
 }
 
+/// Splits at `\n` and at the escape `\x0a` that stands for it in sanitised text, so that
+/// a second pass sees the lines the first one saw.
+fn split_lines(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    std::iter::from_fn(move || {
+        if start > b.len() {
+            return None;
+        }
+        while i < b.len() {
+            let width = match b[i] {
+                b'\n' => 1,
+                b'\\' if escape_at(b, i) && b[i + 2] == b'0' && matches!(b[i + 3], b'a' | b'A') => 4,
+                _ => 0,
+            };
+            if width > 0 {
+                let line = text.get(start..i).unwrap_or("");
+                i += width;
+                start = i;
+                return Some(line);
+            }
+            i += 1;
+        }
+        let line = text.get(start..).unwrap_or("");
+        start = b.len() + 1;
+        Some(line)
+    })
+}
+
+/// Only ASCII whitespace counts: a second pass sees other blanks escaped.
+fn ascii_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_ascii_whitespace())
+}
+
+fn is_blank(s: &str) -> bool {
+    ascii_trim(s).is_empty()
+}
+
 fn classify(line: &str, state: &mut Trace) -> Verdict {
-    let t = line.trim();
+    let t = ascii_trim(line);
     let indented = line.starts_with([' ', '\t']);
     let continues = match *state {
         Trace::Outside => false,
@@ -300,7 +370,14 @@ fn classify(line: &str, state: &mut Trace) -> Verdict {
         return Verdict::Drop;
     }
     if let Some(verdict) = rust_panic(t) {
-        return verdict;
+        // The message is judged as the line it will be on a second pass.
+        return match verdict {
+            Verdict::Replace(message) => match classify(&message, state) {
+                Verdict::Keep => Verdict::Replace(message),
+                other => other,
+            },
+            other => other,
+        };
     }
     let frame = is_at_frame(t, indented)
         || is_more_frames(t)
@@ -380,18 +457,26 @@ fn is_go_call(t: &str) -> bool {
 
 /// Rust's `thread 'main' panicked at src/x.rs:1:2:` (the message follows on the next
 /// line, which is kept) or the older `thread 'main' panicked at 'boom', src/x.rs:1:2`
-/// (reduced to the message).
+/// (reduced to the message, unwrapping panics that quote panics).
 fn rust_panic(t: &str) -> Option<Verdict> {
+    let mut after = panic_location(t)?;
+    loop {
+        let Some(quoted) = after.strip_prefix('\'') else {
+            return Some(Verdict::Drop);
+        };
+        let message = quoted.rfind("', ").map_or(quoted, |end| &quoted[..end]);
+        match panic_location(message) {
+            Some(inner) => after = inner,
+            None => return Some(Verdict::Replace(message.to_owned())),
+        }
+    }
+}
+
+/// What follows `thread '…' panicked at `.
+fn panic_location(t: &str) -> Option<&str> {
     const AT: &str = "' panicked at ";
     let rest = t.strip_prefix("thread '")?;
-    let after = rest.get(rest.find(AT)? + AT.len()..)?;
-    match after.strip_prefix('\'') {
-        Some(quoted) => {
-            let message = quoted.rfind("', ").map_or(quoted, |end| &quoted[..end]);
-            Some(Verdict::Replace(message.to_owned()))
-        }
-        None => Some(Verdict::Drop),
-    }
+    rest.get(rest.find(AT)? + AT.len()..)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -411,7 +496,6 @@ struct Span {
 fn redact(text: &str) -> String {
     let b = text.as_bytes();
     let mut spans = Vec::new();
-    pem_blocks(b, &mut spans);
     urls(b, &mut spans);
     key_values(b, &mut spans);
     auth_schemes(b, &mut spans);
@@ -501,7 +585,23 @@ fn skip_escape(b: &[u8], start: usize) -> usize {
 
 /// `i` starts a word: the byte before is not alphanumeric (or is the end of an escape).
 fn word_start(b: &[u8], i: usize) -> bool {
-    !is_alnum(before(b, i)) || escape_before(b, i)
+    escape_before(b, i) || !(is_alnum(before(b, i)) || marker_before(b, i))
+}
+
+/// A marker ends right before `i`. It replaced a token, so on a second pass it must
+/// border what follows as that token did, not as a delimiter.
+fn marker_before(b: &[u8], i: usize) -> bool {
+    before(b, i) == b']' && MARKERS.iter().any(|m| b.get(..i).is_some_and(|head| head.ends_with(m.as_bytes())))
+}
+
+/// A marker starts at `i`; see [`marker_before`].
+fn marker_at(b: &[u8], i: usize) -> bool {
+    at(b, i) == b'[' && MARKERS.iter().any(|m| b.get(i..).is_some_and(|tail| tail.starts_with(m.as_bytes())))
+}
+
+/// The word goes on at `i`: an alphanumeric byte, or a marker standing for a token.
+fn word_continues(b: &[u8], i: usize) -> bool {
+    is_alnum(at(b, i)) || marker_at(b, i)
 }
 
 /// Index of the first occurrence of `needle` at or after `from`.
@@ -530,11 +630,19 @@ fn value_end(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// A marker, or the `...` of a cut (a value cut to nothing).
 fn is_marker(value: &[u8]) -> bool {
-    MARKERS.iter().any(|m| m.as_bytes() == value)
+    value == ELLIPSIS.as_bytes() || MARKERS.iter().any(|m| m.as_bytes() == value)
 }
 
 // --- PEM blocks --------------------------------------------------------------------------
+
+/// Replaces PEM blocks (private keys, certificates) with a marker.
+fn redact_pem_blocks(text: &str) -> Cow<'_, str> {
+    let mut spans = Vec::new();
+    pem_blocks(text.as_bytes(), &mut spans);
+    if spans.is_empty() { Cow::Borrowed(text) } else { Cow::Owned(apply(text, spans)) }
+}
 
 /// `-----BEGIN <LABEL>-----` … `-----END <LABEL>-----`, or to the end when unterminated.
 fn pem_blocks(b: &[u8], spans: &mut Vec<Span>) {
@@ -577,7 +685,12 @@ fn urls(b: &[u8], spans: &mut Vec<Span>) {
         while start < sep && !b[start].is_ascii_alphabetic() {
             start += 1;
         }
-        let end = trim_url_end(b, sep + 3, run_end(b, sep + 3, is_url_byte));
+        // A marker here replaced something that ended the URL on the first pass.
+        let mut end = sep + 3;
+        while end < b.len() && is_url_byte(b[end]) && !marker_at(b, end) {
+            end += 1;
+        }
+        let end = trim_url_end(b, sep + 3, end);
         if end > sep + 3 {
             spans.push(Span { start, end, marker: MARK_URL });
         }
@@ -743,7 +856,7 @@ fn auth_schemes(b: &[u8], spans: &mut Vec<Span>) {
             // "Basic" is also an English word: require something base64 and not prose.
             (b.get(i..i + 5) == Some(&b"Basic"[..]) || b.get(i..i + 5) == Some(&b"BASIC"[..]))
                 && looks_like_basic_credentials(token)
-                && !is_alnum(at(b, end))
+                && !word_continues(b, end)
         };
         if start > after && redact {
             spans.push(Span { start, end, marker: MARK_REDACTED });
@@ -757,7 +870,7 @@ fn auth_schemes(b: &[u8], spans: &mut Vec<Span>) {
 /// The end of `word` (case-insensitive) at `i` when it is a whole word.
 fn scheme_at(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
     let end = i + word.len();
-    (b.get(i..end)?.eq_ignore_ascii_case(word) && !is_alnum(at(b, end))).then_some(end)
+    (b.get(i..end)?.eq_ignore_ascii_case(word) && !word_continues(b, end)).then_some(end)
 }
 
 fn looks_like_basic_credentials(token: &[u8]) -> bool {
@@ -849,7 +962,7 @@ fn token_at(
     if (word.starts_with(b"AKIA") || word.starts_with(b"ASIA"))
         && word.len() >= 20
         && word[4..20].iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        && !is_alnum(at(b, k + 20))
+        && !word_continues(b, k + 20)
     {
         return Some(k + 20);
     }
@@ -984,7 +1097,7 @@ fn paths(b: &[u8], spans: &mut Vec<Span>) {
                 && at(b, i + 1) == b':'
                 && matches!(at(b, i + 2), b'\\' | b'/')
                 && !escape_at(b, i + 2)
-                && is_path_name_byte(at(b, i + 3))
+                && (is_alnum(at(b, i + 3)) || matches!(at(b, i + 3), b'_' | b'$') || at(b, i + 3) >= 0x80)
                 && word_start(b, i) =>
             {
                 Some(windows_path_end(b, i + 2))
@@ -1027,13 +1140,14 @@ fn windows_path_end(b: &[u8], i: usize) -> usize {
     let mut e = i;
     while e < b.len() {
         let c = b[e];
-        if c == b'\\' && !escape_at(b, e) || c == b'/' || is_path_name_byte(c) {
-            e += 1;
-        } else if c == b' ' && next_word_has_backslash(b, e + 1) {
-            e += 1;
-        } else {
+        let inside = (c == b'\\' && !escape_at(b, e))
+            || c == b'/'
+            || is_path_name_byte(c)
+            || (c == b' ' && next_word_has_backslash(b, e + 1));
+        if !inside {
             break;
         }
+        e += 1;
     }
     trim_sentence_end(b, i, e)
 }
@@ -1065,7 +1179,7 @@ fn ipv4(b: &[u8], spans: &mut Vec<Span>) {
     while i < b.len() {
         let p = before(b, i);
         if b[i].is_ascii_digit()
-            && (!(is_alnum(p) || p == b'.') || escape_before(b, i))
+            && (escape_before(b, i) || !(is_alnum(p) || p == b'.' || marker_before(b, i)))
             && let Some(end) = ipv4_at(b, i)
         {
             spans.push(Span { start: i, end, marker: MARK_HOST });
@@ -1092,7 +1206,7 @@ fn ipv4_at(b: &[u8], i: usize) -> Option<usize> {
         }
         j = end;
     }
-    if is_alnum(at(b, j)) || (at(b, j) == b'.' && at(b, j + 1).is_ascii_digit()) {
+    if word_continues(b, j) || (at(b, j) == b'.' && at(b, j + 1).is_ascii_digit()) {
         return None;
     }
     Some(port_or_prefix_end(b, j))
@@ -1104,7 +1218,7 @@ fn port_or_prefix_end(b: &[u8], j: usize) -> usize {
         let end = run_end(b, j + 1, |c| c.is_ascii_digit());
         let len = end - (j + 1);
         let max = if at(b, j) == b':' { 5 } else { 3 };
-        if (1..=max).contains(&len) && !is_alnum(at(b, end)) {
+        if (1..=max).contains(&len) && !word_continues(b, end) {
             return end;
         }
     }
@@ -1127,12 +1241,15 @@ fn ipv6(b: &[u8], spans: &mut Vec<Span>) {
         let p = before(b, i);
         let found = if c == b'[' {
             bracketed_ipv6(b, i)
-        } else if is_ipv6_byte(c) && c != b'.' && (!(is_ipv6_byte(p) || is_alnum(p)) || escape_before(b, i)) {
+        } else if is_ipv6_byte(c)
+            && c != b'.'
+            && (escape_before(b, i) || !(is_ipv6_byte(p) || is_alnum(p) || marker_before(b, i)))
+        {
             let mut end = run_end(b, i, is_ipv6_byte);
             while end > i && b[end - 1] == b'.' {
                 end -= 1;
             }
-            let valid = !is_alnum(at(b, end)) && is_ipv6(&b[i..end]);
+            let valid = !word_continues(b, end) && is_ipv6(&b[i..end]);
             if !valid {
                 i = end.max(i + 1);
                 continue;
@@ -1187,7 +1304,9 @@ fn is_ipv6(s: &[u8]) -> bool {
         }
     }
     let colons = groups.len() - 1;
-    if compressed == 1 { colons >= 2 && count <= 7 } else { count == 8 && (s[0] != b':' && s[s.len() - 1] != b':') }
+    // A colon at either end must be half of `::`.
+    let ends_ok = (s[0] != b':' || s.starts_with(b"::")) && (s[s.len() - 1] != b':' || s.ends_with(b"::"));
+    ends_ok && if compressed == 1 { colons >= 2 && count <= 7 } else { count == 8 }
 }
 
 /// Host names that only make sense inside a network.
@@ -1256,6 +1375,10 @@ fn hostnames(b: &[u8], spans: &mut Vec<Span>) {
         let start = skip_escape(b, i);
         let run = run_end(b, i, is_host_byte);
         i = run;
+        if marker_before(b, start) || marker_at(b, run) {
+            // Glued to a token already replaced: not a name of its own.
+            continue;
+        }
         let mut end = run;
         while end > start && matches!(b[end - 1], b'.' | b'-') {
             end -= 1;
@@ -1281,7 +1404,7 @@ fn port_end(b: &[u8], j: usize) -> Option<usize> {
     let end = run_end(b, j, |c| c.is_ascii_digit());
     let len = end - j;
     let next = at(b, end);
-    let continues = is_alnum(next) || (matches!(next, b':' | b'.') && at(b, end + 1).is_ascii_digit());
+    let continues = word_continues(b, end) || (matches!(next, b':' | b'.') && at(b, end + 1).is_ascii_digit());
     ((1..=5).contains(&len) && !continues).then_some(end)
 }
 

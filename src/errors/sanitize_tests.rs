@@ -56,7 +56,13 @@ fn cap_counts_the_ellipsis() {
     assert_eq!(sanitize(&"a".repeat(10), 10), "a".repeat(10));
     assert_eq!(sanitize(&"a".repeat(11), 10), "aaaaaaa...");
     assert_eq!(ident(&"t".repeat(200)).len(), IDENT_CAP);
-    assert_eq!(text(&"t ".repeat(200)).len(), TEXT_CAP);
+    let out = text(&"word ".repeat(200));
+    assert!(out.len() <= TEXT_CAP && out.ends_with("word ..."), "{out}");
+    // A cut backs off to a space only when one is near.
+    assert_eq!(sanitize(&format!("a {}", "b".repeat(100)), 16), "a ...");
+    assert_eq!(sanitize(&format!("a {}", "b".repeat(100)), 40), format!("a {}...", "b".repeat(35)));
+    // Nor does it leave half a marker.
+    assert_eq!(sanitize("value password=hunter2", 22), "value ...");
 }
 
 #[test]
@@ -667,30 +673,4 @@ proptest! {
             }
         }
     }
-}
-
-#[test]
-fn zz_diagnostic_single_pass_stability() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    let mut runner = TestRunner::deterministic();
-    let strat = (prop_oneof![soup(), any::<String>(), prose()], 0usize..300);
-    let (mut unstable, mut fallback, total) = (0, 0, 200_000);
-    let mut shown = 0;
-    for _ in 0..total {
-        let (input, cap) = strat.new_tree(&mut runner).unwrap().current();
-        let once = pass(&input, cap);
-        let twice = pass(&once, cap);
-        if twice != once {
-            unstable += 1;
-            if shown < 15 {
-                shown += 1;
-                println!("UNSTABLE cap={cap}\n  in  {input:?}\n  1st {once:?}\n  2nd {twice:?}");
-            }
-            if sanitize(&input, cap) == MARK_REDACTED && once != MARK_REDACTED {
-                fallback += 1;
-            }
-        }
-    }
-    println!("unstable {unstable} / {total}, fallback {fallback}");
 }
