@@ -1,20 +1,35 @@
-//! The admin listener: liveness, readiness and upstream status.
+//! The admin listener: liveness, readiness with upstream and breaker status, and
+//! Prometheus metrics.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
 
 use crate::gateway::Gateway;
 use crate::upstream::registry::Transport;
 
 /// The admin routes.
-pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(gateway)
+pub fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
+    let metrics_route = get(move || {
+        let metrics = metrics.clone();
+        async move {
+            match metrics {
+                Some(m) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.render()).into_response(),
+                None => (StatusCode::NOT_FOUND, "metrics are not enabled\n").into_response(),
+            }
+        }
+    });
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", metrics_route)
+        .with_state(gateway)
 }
 
 /// The process is up and serving.

@@ -143,8 +143,15 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     }
     let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
     let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
+        let to = match state {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        };
+        crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), to);
         let _ = transitions_tx.send((key.clone(), state));
     }));
+    let metrics = crate::telemetry::metrics::install();
     let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
     let rewriter = Arc::new(Rewriter::new(config.errors));
     let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers), rewriter);
@@ -174,10 +181,10 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
 
-    let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway)));
+    let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway), metrics.clone()));
     let announcer = tokio::spawn(announce_hidden_tools(Arc::clone(&gateway), breakers, transitions));
     let admin_task = admin.map(|l| {
-        let app = crate::admin::router(Arc::clone(&gateway));
+        let app = crate::admin::router(Arc::clone(&gateway), metrics.clone());
         tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(shutdown_signal()).await })
     });
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
@@ -225,11 +232,15 @@ async fn announce_hidden_tools(
     }
 }
 
-async fn reap_sessions(gateway: Arc<Gateway>) {
+/// Housekeeping every 15 s: idle sessions end, histograms are compacted.
+async fn reap_sessions(gateway: Arc<Gateway>, metrics: Option<metrics_exporter_prometheus::PrometheusHandle>) {
     let mut tick = tokio::time::interval(Duration::from_secs(15));
     loop {
         tick.tick().await;
         gateway.reap_idle().await;
+        if let Some(m) = &metrics {
+            m.run_upkeep();
+        }
     }
 }
 

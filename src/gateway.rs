@@ -147,6 +147,7 @@ impl Gateway {
             return Err(InitError::Full);
         }
         tracing::info!(session = session.key, scope = ?scope, version = %version, "session opened");
+        crate::telemetry::metrics::sessions(self.sessions.len());
         Ok((session, result))
     }
 
@@ -167,6 +168,7 @@ impl Gateway {
             return refuse(code::OVERLOADED, "Too many requests in flight for this session");
         }
         let Ok(_slot) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            crate::telemetry::metrics::load_shed("gateway");
             let e =
                 GatewayError::Overloaded { scope: "gateway".into(), retry_after: std::time::Duration::from_secs(1) };
             let body = jsonrpc::encode_reply(Some(&req.id), &self.router.rewriter().failure(&e, None));
@@ -273,6 +275,7 @@ impl Gateway {
     /// Ends a session (client DELETE or idle expiry): closes its own upstream sessions.
     pub async fn end_session(&self, session: &Arc<Session>) {
         self.sessions.remove(&session.id);
+        crate::telemetry::metrics::sessions(self.sessions.len());
         self.close_session(session).await;
         tracing::info!(session = session.key, "session closed");
     }
@@ -314,7 +317,11 @@ impl Gateway {
 
     /// Ends sessions idle past the configured timeout.
     pub async fn reap_idle(&self) {
-        for session in self.sessions.reap_idle() {
+        let reaped = self.sessions.reap_idle();
+        if !reaped.is_empty() {
+            crate::telemetry::metrics::sessions(self.sessions.len());
+        }
+        for session in reaped {
             tracing::info!(session = session.key, "session expired");
             self.close_session(&session).await;
         }

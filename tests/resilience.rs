@@ -114,6 +114,8 @@ async fn only_idempotent_requests_are_retried() {
     assert_eq!(read.result()["contents"][0]["text"], "ok", "{}", read.raw);
     let reads = remote.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == "resources/read").count();
     assert_eq!(reads, 3);
+    let metrics = reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"seawall_retries_total{upstream="safe",reason="http_status"} 2"#), "{metrics}");
 
     // A JSON-RPC error from the tool itself is never retried.
     let failed = c
@@ -242,6 +244,16 @@ async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
     let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
     let tool = status["breakers"].as_array().unwrap().iter().find(|b| b["tool"] == "flaky").cloned().unwrap();
     assert_eq!(tool["state"], "closed");
+    let metrics = reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap();
+    for line in [
+        r#"seawall_breaker_transitions_total{upstream="remote",scope="tool",to="open"} 1"#,
+        r#"seawall_breaker_transitions_total{upstream="remote",scope="tool",to="closed"} 1"#,
+        // Tools get their own label once the upstream listed them; before, they share one.
+        r#"seawall_requests_total{upstream="remote",method="tools/call",tool="other",outcome="circuit_open"} 1"#,
+        r#"seawall_requests_total{upstream="remote",method="tools/call",tool="flaky",outcome="ok"} 2"#,
+    ] {
+        assert!(metrics.contains(line), "missing {line} in\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

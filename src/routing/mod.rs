@@ -24,6 +24,7 @@ use crate::jsonrpc::{self, code};
 use crate::mcp::{meta, method};
 use crate::resilience::breaker::Breakers;
 use crate::session::{Scope, Session, Slot};
+use crate::telemetry::metrics;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
 use crate::upstream::service::UpstreamCall;
 use crate::upstream::{Call, EventSink, InitParams, Link, Reply, Tagged};
@@ -178,10 +179,31 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
+        let started = tokio::time::Instant::now();
         let tool = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
             .flatten();
         let info = tool.as_deref().and_then(|t| handle.policy.catalog.get(t));
+        // Tools are metric labels only once the upstream listed them (bounded cardinality).
+        let tool_label = match (&tool, &info) {
+            (Some(t), Some(_)) => t.to_string(),
+            (Some(_), None) => "other".to_owned(),
+            (None, _) => String::new(),
+        };
+        let answer = self.forward_inner(ctx, handle, method, params, tool, info).await;
+        metrics::request(&handle.name, method, &tool_label, outcome(&answer), started.elapsed());
+        answer
+    }
+
+    async fn forward_inner(
+        &self,
+        ctx: &RequestCtx<'_>,
+        handle: &Arc<UpstreamHandle>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        tool: Option<Arc<str>>,
+        info: Option<Arc<crate::upstream::settings::ToolInfo>>,
+    ) -> Result<Reply, GatewayError> {
         let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
         if let Some(client_tool) = &client_tool {
             let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
@@ -535,6 +557,28 @@ impl Router {
             return result;
         }
         jsonrpc::to_raw(&page)
+    }
+}
+
+/// The outcome label of one forwarded request.
+fn outcome(answer: &Result<Reply, GatewayError>) -> &'static str {
+    #[derive(serde::Deserialize)]
+    struct IsError {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    match answer {
+        Ok(Ok(result)) => match serde_json::from_str::<IsError>(result.get()) {
+            Ok(IsError { is_error: Some(true) }) => "tool_error",
+            _ => "ok",
+        },
+        Ok(Err(_)) => "error",
+        Err(GatewayError::Timeout { .. }) => "timeout",
+        Err(GatewayError::Cancelled) => "cancelled",
+        Err(GatewayError::CircuitOpen { .. }) => "circuit_open",
+        Err(GatewayError::Overloaded { .. }) => "shed",
+        Err(GatewayError::Upstream { .. } | GatewayError::Unavailable { .. }) => "upstream_error",
+        Err(_) => "refused",
     }
 }
 

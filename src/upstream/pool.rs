@@ -113,6 +113,7 @@ impl HttpPool {
             h.ejections += 1;
             h.ejected_until = Some(now + period);
             h.consecutive_failures = 0;
+            crate::telemetry::metrics::endpoint_ejected(&self.name);
             tracing::warn!(
                 upstream = %self.name,
                 endpoint = i,

@@ -282,6 +282,7 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
         Some(status) => {
             let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
             tracing::warn!(upstream = %up.name, pid, %status, "stdio upstream exited; restarting");
+            crate::telemetry::metrics::upstream_restart(&up.name);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
             *delay = if started.elapsed() >= HEALTHY_AFTER { Some(up.restart_base) } else { next_delay(delay) };

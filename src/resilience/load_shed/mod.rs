@@ -45,9 +45,12 @@ impl Slots {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
             return Ok(permit);
         }
-        let refuse = || GatewayError::Overloaded {
-            scope: format!("upstream '{upstream}'"),
-            retry_after: self.config.queue_timeout.max(Duration::from_secs(1)),
+        let refuse = || {
+            crate::telemetry::metrics::load_shed(upstream);
+            GatewayError::Overloaded {
+                scope: format!("upstream '{upstream}'"),
+                retry_after: self.config.queue_timeout.max(Duration::from_secs(1)),
+            }
         };
         if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.config.queue {
             self.waiting.fetch_sub(1, Ordering::SeqCst);

@@ -20,6 +20,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use crate::config::RetryConfig;
 use crate::errors::GatewayError;
+use crate::telemetry::metrics;
 use crate::upstream::Reply;
 use crate::upstream::service::UpstreamCall;
 use policy::Verdict;
@@ -104,8 +105,10 @@ where
                 }
                 if !budget.withdraw() {
                     tracing::warn!(upstream = %req.upstream, method = %req.call.method, "retry budget exhausted");
+                    metrics::retry_budget_exhausted(&req.upstream);
                     return result;
                 }
+                metrics::retry(&req.upstream, reason(error));
                 tracing::info!(
                     upstream = %req.upstream,
                     method = %req.call.method,
@@ -118,6 +121,21 @@ where
                 attempt += 1;
             }
         })
+    }
+}
+
+/// The metric label for why an attempt is retried.
+fn reason(error: &GatewayError) -> &'static str {
+    use crate::upstream::UpstreamError as U;
+    match error {
+        GatewayError::Upstream { source, .. } => match source {
+            U::Connect(_) | U::NotRunning(_) | U::Handshake(_) => "not_sent",
+            U::ProcessExited => "process_exited",
+            U::HttpStatus { status: 429, .. } => "rate_limited",
+            U::HttpStatus { .. } => "http_status",
+            _ => "connection",
+        },
+        _ => "other",
     }
 }
 

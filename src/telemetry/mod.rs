@@ -1,5 +1,7 @@
-//! Logging setup. Logs go to stderr (stdout belongs to the stdio protocol and to the
-//! `listening on` lines).
+//! Logging and metrics. Logs go to stderr (stdout belongs to the stdio protocol and to
+//! the `listening on` lines); every metric is named in [`metrics`].
+
+pub mod metrics;
 
 use std::io::IsTerminal as _;
 
