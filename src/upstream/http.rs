@@ -228,7 +228,8 @@ impl HttpLink {
         }
         let state = self.snapshot();
         if let Some(sid) = state.session_id {
-            let req = self.up.client.delete(self.up.url.clone()).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
+            let req =
+                self.up.client.delete(self.up.url.clone()).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
             let req = match &state.version {
                 Some(v) => req.header(VERSION_HEADER, v),
                 None => req,
@@ -257,8 +258,12 @@ impl HttpLink {
     }
 
     async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<reqwest::Response, UpstreamError> {
-        let mut req =
-            self.up.client.get(self.up.url.clone()).headers(self.up.headers.clone()).header(ACCEPT, "text/event-stream");
+        let mut req = self
+            .up
+            .client
+            .get(self.up.url.clone())
+            .headers(self.up.headers.clone())
+            .header(ACCEPT, "text/event-stream");
         if let Some(sid) = &state.session_id {
             req = req.header(SESSION_HEADER, sid);
         }
