@@ -22,6 +22,7 @@ use super::{GatewayError, correlation_id, human, tool_error, upstream_summary};
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
+use crate::telemetry::metrics;
 use crate::upstream::Reply;
 use crate::upstream::settings::ToolInfo;
 use crate::validation::{SchemaCache, Violation};
@@ -81,6 +82,7 @@ impl Rewriter {
     /// wrote it, for `tools/call`.
     pub fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
         let cid = correlation_id();
+        metrics::error_rewritten(err.origin().as_str());
         match err {
             GatewayError::InvalidParams(_)
             | GatewayError::MethodNotFound(_)
@@ -188,7 +190,12 @@ impl Rewriter {
         }
         let Some(schema) = info.and_then(|i| i.input_schema.as_deref()) else { return Ok(()) };
         let empty = Value::Object(Map::new());
-        let Err(violations) = self.schemas.validate(schema, arguments.unwrap_or(&empty)) else { return Ok(()) };
+        let arguments = arguments.unwrap_or(&empty);
+        let checked = match info.and_then(|i| i.input_key.as_ref()) {
+            Some(key) => self.schemas.validate_with_key(key, schema, arguments),
+            None => self.schemas.validate(schema, arguments),
+        };
+        let Err(violations) = checked else { return Ok(()) };
         let tool = sanitize::ident(tool);
         let cid = correlation_id();
         tracing::debug!(correlation_id = %cid, tool = %tool, violations = violations.len(), "arguments refused");
@@ -247,6 +254,7 @@ impl Rewriter {
                 (None, _) => Some(json!({ "correlationId": cid })),
             };
             let message = if message.is_empty() { default_message(code).to_owned() } else { message };
+            metrics::error_rewritten(super::Origin::Client.as_str());
             return Err(jsonrpc::error_object(code, &message, data));
         }
         tracing::warn!(
@@ -257,6 +265,7 @@ impl Rewriter {
             raw = %truncated(error.get()),
             "upstream reported an internal error"
         );
+        metrics::error_rewritten(super::Origin::UpstreamTool.as_str());
         match tool.filter(|_| self.config.tool_failures == Report::Result) {
             Some(tool) => Ok(tool_error(&format!(
                 "tool '{}' failed: upstream '{upstream}' reported an internal error (correlation id {cid})",
@@ -285,10 +294,16 @@ impl Rewriter {
         let structured = view.structured.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
         let problem = match &structured {
             None => "it declares an output schema but returned no structured content".to_owned(),
-            Some(value) => match self.schemas.validate(schema, value) {
-                Ok(()) => return Ok(result),
-                Err(violations) => describe(&violations),
-            },
+            Some(value) => {
+                let checked = match info.and_then(|i| i.output_key.as_ref()) {
+                    Some(key) => self.schemas.validate_with_key(key, schema, value),
+                    None => self.schemas.validate(schema, value),
+                };
+                match checked {
+                    Ok(()) => return Ok(result),
+                    Err(violations) => describe(&violations),
+                }
+            }
         };
         let cid = correlation_id();
         let tool = sanitize::ident(tool.unwrap_or("?"));

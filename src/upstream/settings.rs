@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::config::{BreakerConfig, ConcurrencyConfig, RetryConfig, Timeouts, ToolConfig};
 use crate::mcp::method;
+use crate::validation::SchemaKey;
 
 /// Resolved settings of one upstream.
 #[derive(Debug)]
@@ -78,8 +79,12 @@ pub struct ToolInfo {
     pub idempotent: bool,
     /// `inputSchema`.
     pub input_schema: Option<Arc<Value>>,
+    /// The cache key of `input_schema`, computed once here rather than on every call.
+    pub input_key: Option<SchemaKey>,
     /// `outputSchema`.
     pub output_schema: Option<Arc<Value>>,
+    /// The cache key of `output_schema`.
+    pub output_key: Option<SchemaKey>,
 }
 
 /// Tools of one upstream, learnt from the `tools/list` results that pass through.
@@ -126,11 +131,15 @@ impl ToolCatalog {
                 break;
             }
             let a = t.annotations.as_ref();
+            let input_schema = t.input_schema.filter(Value::is_object).map(Arc::new);
+            let output_schema = t.output_schema.filter(Value::is_object).map(Arc::new);
             let info = ToolInfo {
                 read_only: a.and_then(|a| a.read_only).unwrap_or(false),
                 idempotent: a.and_then(|a| a.idempotent).unwrap_or(false),
-                input_schema: t.input_schema.filter(Value::is_object).map(Arc::new),
-                output_schema: t.output_schema.filter(Value::is_object).map(Arc::new),
+                input_key: input_schema.as_deref().map(SchemaKey::of),
+                input_schema,
+                output_key: output_schema.as_deref().map(SchemaKey::of),
+                output_schema,
             };
             tools.insert(t.name, Arc::new(info));
         }

@@ -6,7 +6,8 @@
 //!
 //! The schema is the upstream's; a broken one must never block calls, so a schema that
 //! does not compile validates everything (and is logged once, when first seen). Schemas
-//! are compiled once and kept in a bounded [`SchemaCache`]. Compilation is offline — no
+//! are compiled once and kept in a bounded [`SchemaCache`], found by a [`SchemaKey`] that
+//! callers compute once per schema rather than once per call. Compilation is offline — no
 //! remote `$ref` is ever fetched — and `pattern`s use the linear-time `regex` engine, so a
 //! hostile pattern cannot stall the gateway (patterns needing look-around or
 //! back-references make the schema fail to compile, which again means "not validated").
@@ -40,6 +41,41 @@ pub struct Violation {
     pub message: String,
 }
 
+/// Where a schema lives in the [`SchemaCache`]: its JSON text and the hash of that text.
+///
+/// Finding the entry takes the schema's text, and serialising the schema on every call
+/// would be wasted work; callers that validate against the same schema again and again
+/// (every `tools/call` of a tool) compute the key once, when they learn the schema, and
+/// use [`SchemaCache::validate_with_key`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct SchemaKey {
+    /// Compared on every hit so that a hash collision cannot pick the wrong validator;
+    /// shared with the cache entry, so a miss does not copy it.
+    text: Arc<str>,
+    hash: u64,
+}
+
+impl SchemaKey {
+    /// The key of `schema`.
+    pub fn of(schema: &Value) -> Self {
+        // Serialising a `Value` cannot fail: its map keys are strings.
+        let text: Arc<str> = serde_json::to_string(schema).unwrap_or_default().into();
+        let mut hasher = DefaultHasher::new();
+        text.hash(&mut hasher);
+        SchemaKey { hash: hasher.finish(), text }
+    }
+}
+
+impl std::fmt::Debug for SchemaKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The schema itself is printed next to its key; its text again would be noise.
+        f.debug_struct("SchemaKey")
+            .field("hash", &format_args!("{:016x}", self.hash))
+            .field("len", &self.text.len())
+            .finish()
+    }
+}
+
 /// Compiled validators keyed by the schema's JSON text, bounded, safe to share.
 ///
 /// When full, the entry inserted first is evicted. A schema that fails to compile is
@@ -61,7 +97,7 @@ struct Entries {
 struct Entry {
     /// The schema's text, compared on every hit so a hash collision cannot pick the wrong
     /// validator.
-    text: Box<str>,
+    text: Arc<str>,
     /// `None` when the schema did not compile.
     validator: Option<Arc<Validator>>,
 }
@@ -79,7 +115,13 @@ impl SchemaCache {
     /// pattern) yields `Ok(())` and a warning in the log. Without `$schema`, the dialect
     /// is JSON Schema 2020-12, as MCP 2025-11-25 specifies.
     pub fn validate(&self, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
-        let Some(validator) = self.validator(schema) else {
+        self.validate_with_key(&SchemaKey::of(schema), schema, instance)
+    }
+
+    /// [`validate`](Self::validate) with the schema's key computed beforehand, so that
+    /// the schema is not serialised again. `key` must be `SchemaKey::of(schema)`.
+    pub fn validate_with_key(&self, key: &SchemaKey, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
+        let Some(validator) = self.validator(key, schema) else {
             return Ok(());
         };
         let violations: Vec<Violation> = validator
@@ -103,17 +145,11 @@ impl SchemaCache {
         self.len() == 0
     }
 
-    /// The compiled validator for `schema`, compiling and caching it on a miss; `None`
-    /// when it does not compile.
-    fn validator(&self, schema: &Value) -> Option<Arc<Validator>> {
-        let text = serde_json::to_string(schema).ok()?;
-        let key = {
-            let mut hasher = DefaultHasher::new();
-            text.hash(&mut hasher);
-            hasher.finish()
-        };
-        if let Some(entry) = self.lock().by_hash.get(&key)
-            && *entry.text == *text
+    /// The compiled validator for `schema` (whose key is `key`), compiling and caching it
+    /// on a miss; `None` when it does not compile.
+    fn validator(&self, key: &SchemaKey, schema: &Value) -> Option<Arc<Validator>> {
+        if let Some(entry) = self.lock().by_hash.get(&key.hash)
+            && entry.text == key.text
         {
             return entry.validator.clone();
         }
@@ -122,9 +158,9 @@ impl SchemaCache {
         let validator = compile(schema).map(Arc::new);
         let mut entries = self.lock();
         entries.compiled += 1;
-        let entry = Entry { text: text.into_boxed_str(), validator: validator.clone() };
-        if entries.by_hash.insert(key, entry).is_none() {
-            entries.order.push_back(key);
+        let entry = Entry { text: Arc::clone(&key.text), validator: validator.clone() };
+        if entries.by_hash.insert(key.hash, entry).is_none() {
+            entries.order.push_back(key.hash);
         }
         while entries.by_hash.len() > self.capacity {
             let Some(oldest) = entries.order.pop_front() else {

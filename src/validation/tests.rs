@@ -206,3 +206,38 @@ fn the_cache_is_shared_across_threads() {
     }
     assert!(cache.len() <= 4);
 }
+
+#[test]
+fn a_precomputed_key_finds_the_same_entry_without_serialising_again() {
+    let cache = SchemaCache::new(8);
+    let schema = json!({"type": "object", "required": ["q"]});
+    let key = SchemaKey::of(&schema);
+    assert_eq!(key, SchemaKey::of(&schema.clone()));
+    assert_ne!(key, SchemaKey::of(&json!({"type": "object"})));
+    let found = cache.validate_with_key(&key, &schema, &json!({})).unwrap_err();
+    assert_eq!(pointers(&found), vec![""]);
+    assert_eq!(cache.validate_with_key(&key, &schema, &json!({"q": 1})), Ok(()));
+    // Keyed and unkeyed calls share one compiled validator.
+    assert_eq!(cache.validate(&schema, &json!({"q": 1})), Ok(()));
+    assert_eq!(cache.compiled(), 1);
+    assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn learnt_tools_carry_the_keys_of_their_schemas() {
+    use crate::upstream::settings::ToolCatalog;
+    let list = crate::jsonrpc::raw_from_str(
+        r#"{"tools":[{"name":"search","inputSchema":{"type":"object","required":["q"]},"outputSchema":{"type":"object"}},{"name":"bare"}]}"#,
+    )
+    .unwrap();
+    let catalog = ToolCatalog::default();
+    catalog.learn(&list);
+    let search = catalog.get("search").unwrap();
+    let input = search.input_schema.as_deref().unwrap();
+    assert_eq!(search.input_key.as_ref(), Some(&SchemaKey::of(input)));
+    assert_eq!(search.output_key.as_ref(), Some(&SchemaKey::of(search.output_schema.as_deref().unwrap())));
+    let cache = SchemaCache::new(8);
+    assert!(cache.validate_with_key(search.input_key.as_ref().unwrap(), input, &json!({})).is_err());
+    let bare = catalog.get("bare").unwrap();
+    assert!(bare.input_key.is_none() && bare.output_key.is_none());
+}

@@ -1,0 +1,196 @@
+//! Credentials: PEM key blocks, `key = value` secrets and `Authorization` schemes.
+
+use std::borrow::Cow;
+
+use super::MARK_REDACTED;
+use super::bytes::{
+    at, escape_at, find, is_alnum, is_control, is_marker, run_end, skip_escape, value_end, word_continues, word_start,
+};
+use super::redact::{Span, apply};
+
+// --- PEM blocks -------------------------------------------------------------------------
+
+/// Replaces PEM blocks (private keys, certificates) with a marker.
+pub(super) fn redact_pem_blocks(text: &str) -> Cow<'_, str> {
+    let mut spans = Vec::new();
+    pem_blocks(text.as_bytes(), &mut spans);
+    if spans.is_empty() { Cow::Borrowed(text) } else { Cow::Owned(apply(text, spans)) }
+}
+
+/// `-----BEGIN <LABEL>-----` … `-----END <LABEL>-----`, or to the end when unterminated.
+fn pem_blocks(b: &[u8], spans: &mut Vec<Span>) {
+    let mut from = 0;
+    while let Some(start) = find(b, from, b"-----BEGIN ") {
+        let Some(body) = pem_label_end(b, start + 11) else {
+            from = start + 11;
+            continue;
+        };
+        let end = find(b, body, b"-----END ").map_or(b.len(), |e| pem_label_end(b, e + 9).unwrap_or(e + 9));
+        spans.push(Span { start, end, marker: MARK_REDACTED });
+        from = end;
+    }
+}
+
+/// After `-----BEGIN ` or `-----END `: the end of `LABEL-----`.
+fn pem_label_end(b: &[u8], i: usize) -> Option<usize> {
+    let end = run_end(b, i, |c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' ');
+    (end > i && b.get(end..end + 5) == Some(&b"-----"[..])).then_some(end + 5)
+}
+
+// --- key = value credentials ------------------------------------------------------------
+
+/// Keys whose value is a secret, matched case-insensitively as the end of an identifier
+/// (`DB_PASSWORD`, `x-api-key`, `clientSecret`, `access_token`).
+const SECRET_KEYS: &[&[u8]] = &[
+    b"password",
+    b"passwd",
+    b"passphrase",
+    b"pwd",
+    b"secret",
+    b"token",
+    b"apikey",
+    b"api_key",
+    b"api-key",
+    b"access_key",
+    b"private_key",
+    b"secret_key",
+    b"credential",
+    b"credentials",
+];
+/// Header-like keys whose value runs to the end of the line (`Authorization: Bearer x`).
+const LINE_KEYS: &[&[u8]] = &[b"authorization", b"cookie"];
+
+fn is_key_byte(c: u8) -> bool {
+    is_alnum(c) || matches!(c, b'_' | b'-' | b'.')
+}
+
+/// `password=…`, `"api_key": "…"`, `Authorization: …`, `secret: …`, `token=…`.
+/// Values up to this long are scanned again for nested `key: value` pairs.
+const RESCAN_VALUE: usize = 64;
+
+pub(super) fn key_values(b: &[u8], spans: &mut Vec<Span>) {
+    let mut i = 0;
+    while i < b.len() {
+        if !is_key_byte(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = skip_escape(b, i);
+        let end = run_end(b, i, is_key_byte);
+        i = end;
+        let Some(whole_line) = secret_key(b, start, end) else {
+            continue;
+        };
+        if let Some((vs, ve)) = key_value(b, end, whole_line) {
+            if ve > vs && !is_marker(&b[vs..ve]) {
+                spans.push(Span { start: vs, end: ve, marker: MARK_REDACTED });
+            }
+            // A short value may itself be a secret key with a value of its own
+            // (`password: password: x`): scan it again. A long one (or a whole line) is
+            // skipped, which keeps the scan linear; everything in it is redacted anyway.
+            i = if !whole_line && ve - vs <= RESCAN_VALUE { vs.max(end) } else { i.max(ve) };
+        }
+    }
+}
+
+/// Whether `b[start..end]` ends with a secret key at an identifier boundary; `Some(true)`
+/// for a header whose value is the rest of the line.
+fn secret_key(b: &[u8], start: usize, end: usize) -> Option<bool> {
+    let word = b.get(start..end)?;
+    let matches = |key: &[u8]| {
+        let Some(k) = word.len().checked_sub(key.len()) else {
+            return false;
+        };
+        word[k..].eq_ignore_ascii_case(key)
+            && (k == 0
+                || matches!(word[k - 1], b'_' | b'-' | b'.')
+                || (word[k].is_ascii_uppercase() && !word[k - 1].is_ascii_uppercase()))
+    };
+    if LINE_KEYS.iter().any(|k| matches(k)) {
+        Some(true)
+    } else if SECRET_KEYS.iter().any(|k| matches(k)) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The value after a key ending at `j`: an optional closing quote of the key, `=` or
+/// `:` (not `==`, `::`), blanks, then a quoted or bare value.
+fn key_value(b: &[u8], mut j: usize, whole_line: bool) -> Option<(usize, usize)> {
+    if matches!(at(b, j), b'"' | b'\'') {
+        j += 1;
+    }
+    j = run_end(b, j, |c| c == b' ' || c == b'\t');
+    let sep = at(b, j);
+    if !matches!(sep, b'=' | b':') || at(b, j + 1) == sep {
+        return None;
+    }
+    j = run_end(b, j + 1, |c| c == b' ' || c == b'\t');
+    let quote = at(b, j);
+    if matches!(quote, b'"' | b'\'') {
+        let start = j + 1;
+        let mut k = start;
+        while k < b.len() && b[k] != quote && !is_control(b[k]) && !escape_at(b, k) {
+            k += if b[k] == b'\\' { 2 } else { 1 };
+        }
+        return Some((start, k.min(b.len())));
+    }
+    if whole_line {
+        let end = run_end(b, j, |c| !is_control(c) && c != b'"');
+        let mut k = j;
+        while k < end && !escape_at(b, k) {
+            k += 1;
+        }
+        return Some((j, k));
+    }
+    Some((j, value_end(b, j)))
+}
+
+// --- Authorization schemes --------------------------------------------------------------
+
+/// `Bearer <token>` (token of 8 bytes or more) and `Basic <base64>`.
+pub(super) fn auth_schemes(b: &[u8], spans: &mut Vec<Span>) {
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if !matches!(c, b'b' | b'B') || !word_start(b, i) {
+            i += 1;
+            continue;
+        }
+        let (bearer, basic) = (scheme_at(b, i, b"bearer"), scheme_at(b, i, b"basic"));
+        let Some(after) = bearer.or(basic) else {
+            i += 1;
+            continue;
+        };
+        let start = run_end(b, after, |c| c == b' ' || c == b'\t');
+        let end = value_end(b, start);
+        let token = &b[start..end];
+        let redact = if bearer.is_some() {
+            token.len() >= 8 && !is_marker(token)
+        } else {
+            // "Basic" is also an English word: require something base64 and not prose.
+            (b.get(i..i + 5) == Some(&b"Basic"[..]) || b.get(i..i + 5) == Some(&b"BASIC"[..]))
+                && looks_like_basic_credentials(token)
+                && !word_continues(b, end)
+        };
+        if start > after && redact {
+            spans.push(Span { start, end, marker: MARK_REDACTED });
+            i = end;
+        } else {
+            i = after;
+        }
+    }
+}
+
+/// The end of `word` (case-insensitive) at `i` when it is a whole word.
+fn scheme_at(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    let end = i + word.len();
+    (b.get(i..end)?.eq_ignore_ascii_case(word) && !word_continues(b, end)).then_some(end)
+}
+
+fn looks_like_basic_credentials(token: &[u8]) -> bool {
+    token.len() >= 8
+        && token.iter().all(|&c| is_alnum(c) || matches!(c, b'+' | b'/' | b'='))
+        && token.iter().skip(1).any(|&c| c.is_ascii_digit() || c.is_ascii_uppercase() || !is_alnum(c))
+}
