@@ -344,3 +344,32 @@ async fn wait_for(remote: &DemoUpstream, pick: impl Fn(&Value) -> Option<Value>)
     }
     panic!("not recorded: {:?}", remote.recorded());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_noisy_stubborn_stdio_server_is_served_then_stopped_politely_then_killed() {
+    let dir = common::TestDir::new("noisy");
+    let record = dir.join("noisy.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/noisy_server.py");
+    let config = format!(
+        "upstreams:\n  - name: noisy\n    command: python3\n    args: [\"{script}\", --stubborn]\n    env: {{ NOISY_RECORD: \"{}\" }}\n    shutdown_grace: 500ms\n",
+        record.display()
+    );
+    let mut gw = Seawall::start(&config).await;
+    let c = Client::connect(&gw.url, json!({"sampling": {}, "roots": {"listChanged": true}})).await;
+
+    // Junk lines on stdout are skipped; the answers get through.
+    let reply = c.call_tool(1, "noisy__echo", json!({"message": "through the noise"})).await;
+    assert_eq!(text_of(&reply), "through the noise");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert_eq!(recorded["capabilities"], json!({}), "a shared process is offered no client features");
+    assert!(gw.proc.output().contains("noisy: ready"), "stderr goes to seawall's log");
+
+    // Shutdown: close stdin, wait, SIGTERM (ignored), wait, SIGKILL.
+    let pid = recorded["pid"].as_i64().unwrap();
+    let started = std::time::Instant::now();
+    gw.stop(Duration::from_secs(10)).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the stubborn process is gone");
+    let log = gw.proc.output();
+    assert!(log.contains("noisy: stdin closed") && log.contains("noisy: ignoring SIGTERM"), "{log}");
+}
