@@ -51,7 +51,7 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
                     "down"
                 }
             }
-            Transport::Http(_) | Transport::PerSessionStdio(_) => "per-session",
+            Transport::Http(_) | Transport::PerSessionStdio(..) => "per-session",
         };
         let mut entry = json!({ "kind": handle.kind(), "state": state });
         if let Transport::Http(pool) = &handle.transport

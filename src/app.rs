@@ -106,7 +106,10 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                     StdioShare::Shared => {
                         Transport::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false))
                     }
-                    StdioShare::PerSession => Transport::PerSessionStdio(stdio),
+                    StdioShare::PerSession => {
+                        let processes = Arc::new(tokio::sync::Semaphore::new(up.max_processes.max(1)));
+                        Transport::PerSessionStdio(stdio, processes)
+                    }
                 }
             }
         };

@@ -373,3 +373,22 @@ async fn a_noisy_stubborn_stdio_server_is_served_then_stopped_politely_then_kill
     let log = gw.proc.output();
     assert!(log.contains("noisy: stdin closed") && log.contains("noisy: ignoring SIGTERM"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_session_processes_are_capped_and_freed_when_sessions_end() {
+    let config = "upstreams:\n  - name: demo\n    command: seawall\n    args: [demo-upstream, --stdio]\n    share: per_session\n    max_processes: 1\n";
+    let gw = Seawall::start(config).await;
+    let first = Client::connect(&gw.url, json!({})).await;
+    assert_eq!(text_of(&first.call_tool(1, "demo__echo", json!({"message": "one"})).await), "one");
+
+    // A second session finds no process slot: a clean, immediate answer, no new process.
+    let second = Client::connect(&gw.url, json!({})).await;
+    let refused = second.call_tool(1, "demo__echo", json!({"message": "two"})).await;
+    assert_eq!(refused["isError"], true);
+    assert!(text_of(&refused).contains("unavailable"), "{refused}");
+
+    // When the first session ends, its process slot is free again.
+    assert_eq!(first.delete().await, 200);
+    let served = second.call_tool(2, "demo__echo", json!({"message": "two"})).await;
+    assert_eq!(text_of(&served), "two");
+}

@@ -263,6 +263,10 @@ pub struct UpstreamConfig {
         with = "humantime_serde"
     )]
     pub shutdown_grace: Duration,
+    /// stdio `per_session`: most processes running at once; sessions beyond it find the
+    /// upstream unavailable (count). Default `64`.
+    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
+    pub max_processes: usize,
     /// HTTP: `http://` or `https://` URL of the MCP endpoint. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -296,6 +300,14 @@ pub struct UpstreamConfig {
     pub tools: BTreeMap<String, ToolConfig>,
 }
 
+fn default_max_processes() -> usize {
+    64
+}
+
+fn is_default_max_processes(value: &usize) -> bool {
+    *value == default_max_processes()
+}
+
 fn default_shutdown_grace() -> Duration {
     Duration::from_secs(2)
 }
@@ -323,6 +335,7 @@ impl Default for UpstreamConfig {
             share: StdioShare::default(),
             restart: RestartConfig::default(),
             shutdown_grace: default_shutdown_grace(),
+            max_processes: default_max_processes(),
             url: None,
             headers: BTreeMap::new(),
             endpoints: Vec::new(),

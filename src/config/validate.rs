@@ -28,7 +28,7 @@ impl Problem {
 }
 
 /// Upstream fields that only mean something for a stdio (`command`) upstream.
-const STDIO_ONLY: [&str; 6] = ["args", "env", "cwd", "share", "restart", "shutdown_grace"];
+const STDIO_ONLY: [&str; 7] = ["args", "env", "cwd", "share", "restart", "shutdown_grace", "max_processes"];
 
 /// Headers the gateway sets itself on upstream requests; a static value would break
 /// framing or sessions.
@@ -272,6 +272,7 @@ fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
         "cwd" => upstream.cwd.is_none(),
         "share" => upstream.share == StdioShare::default(),
         "restart" => upstream.restart == RestartConfig::default(),
+        "max_processes" => upstream.max_processes == defaults.max_processes,
         _ => upstream.shutdown_grace == defaults.shutdown_grace,
     }
 }
@@ -305,6 +306,7 @@ fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &m
         );
         out.push(Problem::new(restart.key("base_delay"), why));
     }
+    nonzero(&at.key("max_processes"), upstream.max_processes, out);
     positive(&at.key("shutdown_grace"), upstream.shutdown_grace, out);
 }
 

@@ -16,8 +16,9 @@ pub enum Transport {
     Http(Arc<HttpPool>),
     /// A child process shared by every client session.
     SharedStdio(Arc<StdioLink>),
-    /// A child process per client session.
-    PerSessionStdio(Arc<StdioUpstream>),
+    /// A child process per client session, at most as many at once as the semaphore has
+    /// permits.
+    PerSessionStdio(Arc<StdioUpstream>, Arc<tokio::sync::Semaphore>),
 }
 
 /// One configured upstream.
@@ -52,8 +53,16 @@ impl UpstreamHandle {
                 link.wait_ready().await?;
                 Ok(Link::Stdio(Arc::clone(link)))
             }
-            Transport::PerSessionStdio(up) => {
-                StdioLink::start(Arc::clone(up), init.clone(), true).await.map(Link::Stdio)
+            Transport::PerSessionStdio(up, processes) => {
+                let Ok(permit) = Arc::clone(processes).try_acquire_owned() else {
+                    return Err(UpstreamError::NotRunning(format!(
+                        "all processes of upstream '{}' are in use by other sessions",
+                        up.name
+                    )));
+                };
+                let link = StdioLink::start(Arc::clone(up), init.clone(), true).await?;
+                link.hold(permit);
+                Ok(Link::Stdio(link))
             }
         }
     }
@@ -68,7 +77,7 @@ impl UpstreamHandle {
         match self.transport {
             Transport::Http(_) => "http",
             Transport::SharedStdio(_) => "stdio-shared",
-            Transport::PerSessionStdio(_) => "stdio-per-session",
+            Transport::PerSessionStdio(..) => "stdio-per-session",
         }
     }
 }

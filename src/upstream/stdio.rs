@@ -82,6 +82,8 @@ pub struct StdioLink {
     state: watch::Sender<ProcState>,
     closing: AtomicBool,
     closed_tx: watch::Sender<bool>,
+    /// A slot of the upstream's process budget, released when the link goes.
+    permit: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 impl StdioLink {
@@ -95,6 +97,7 @@ impl StdioLink {
             state: watch::channel(ProcState::Starting).0,
             closing: AtomicBool::new(false),
             closed_tx: watch::channel(false).0,
+            permit: std::sync::Mutex::new(None),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -115,6 +118,11 @@ impl StdioLink {
                 Err(e)
             }
         }
+    }
+
+    /// Keeps a slot of the upstream's process budget until the link is closed.
+    pub fn hold(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        *lock(&self.permit) = Some(permit);
     }
 
     /// Waits until the process is running and initialised (up to the connect timeout).
@@ -144,6 +152,7 @@ impl StdioLink {
             state: watch::channel(ProcState::Closed).0,
             closing: AtomicBool::new(true),
             closed_tx: watch::channel(true).0,
+            permit: std::sync::Mutex::new(None),
         })
     }
 
@@ -220,6 +229,7 @@ impl StdioLink {
         let mut rx = self.state.subscribe();
         let grace = self.up.shutdown_grace * 2 + Duration::from_secs(1);
         let _ = tokio::time::timeout(grace, rx.wait_for(|s| matches!(s, ProcState::Closed))).await;
+        lock(&self.permit).take();
     }
 
     fn set_state(&self, state: ProcState) {
