@@ -128,7 +128,10 @@ impl Gateway {
         let result = match &scope {
             Scope::Single(name) => match session.slot(name) {
                 Some(Slot::Up(link)) => match link.init_result() {
-                    Some(init) => init.raw.clone(),
+                    // The upstream's own answer, unless it chose a version seawall cannot
+                    // speak to the client: then seawall bridges, in the client's version.
+                    Some(init) if mcp::is_supported(&init.protocol_version) => init.raw.clone(),
+                    Some(init) => with_version(&init.raw, &version),
                     None => merged_init(&session, &version),
                 },
                 other => {
@@ -354,6 +357,13 @@ async fn deliver(session: &Session, out: Option<&mpsc::Sender<String>>, message:
         }
         None => session.push_outbox(message),
     }
+}
+
+/// An initialize result with its `protocolVersion` replaced.
+fn with_version(raw: &RawValue, version: &str) -> Box<RawValue> {
+    let mut map = meta::params_object(Some(raw)).unwrap_or_default();
+    map.insert("protocolVersion".into(), Value::String(version.to_owned()));
+    jsonrpc::to_raw(&map)
 }
 
 /// The aggregated endpoint's initialize result: capabilities merged from the upstreams.
