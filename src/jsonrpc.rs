@@ -85,13 +85,7 @@ impl Id {
 }
 
 fn null_raw() -> Box<RawValue> {
-    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable_null())
-}
-
-#[allow(clippy::unwrap_used)]
-fn unreachable_null() -> Box<RawValue> {
-    // `null` is always valid JSON.
-    serde_json::from_str("null").unwrap()
+    RawValue::NULL.to_owned()
 }
 
 impl PartialEq for Id {
