@@ -169,11 +169,11 @@ async fn excess_load_is_shed_with_503_and_retry_after() {
     let slow = (0..3).map(|i| {
         let c = c.clone();
         tokio::spawn(async move {
-            c.request(i, "tools/call", json!({"name": "remote__sleep", "arguments": {"ms": 1500}})).await
+            c.request(i, "tools/call", json!({"name": "remote__sleep", "arguments": {"ms": 3000}})).await
         })
     });
     let slow: Vec<_> = slow.collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let refused = c.request(10, "tools/call", json!({"name": "remote__echo", "arguments": {"message": "x"}})).await;
     assert_eq!(refused.status, 503, "{}", refused.raw);
     assert!(refused.header("retry-after").is_some());
@@ -183,7 +183,7 @@ async fn excess_load_is_shed_with_503_and_retry_after() {
         let r = t.await.unwrap();
         match r.response().get("result") {
             Some(result) => {
-                assert_eq!(text_of(result), "slept 1500 ms");
+                assert_eq!(text_of(result), "slept 3000 ms");
                 ok += 1;
             }
             // The queued one waited 200 ms for a slot, then was refused.
