@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::sanitize::{self, TEXT_CAP};
-use super::{GatewayError, correlation_id, human, tool_error, upstream_summary};
+use super::{GatewayError, Origin, correlation_id, human, tool_error, upstream_summary};
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
@@ -83,18 +83,11 @@ impl Rewriter {
     pub fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
         let cid = correlation_id();
         metrics::error_rewritten(err.origin().as_str());
-        match err {
-            GatewayError::InvalidParams(_)
-            | GatewayError::MethodNotFound(_)
-            | GatewayError::UnknownTool(_)
-            | GatewayError::UnknownPrompt(_)
-            | GatewayError::ResourceNotFound(_)
-            | GatewayError::Cancelled
-            | GatewayError::CircuitOpen { .. }
-            | GatewayError::Overloaded { .. } => {
-                tracing::debug!(correlation_id = %cid, origin = err.origin().as_str(), error = %err, "refused a request");
-            }
-            _ => tracing::warn!(correlation_id = %cid, origin = err.origin().as_str(), error = %err, "request failed"),
+        let origin = err.origin();
+        if matches!(origin, Origin::Client | Origin::Policy) {
+            tracing::debug!(correlation_id = %cid, origin = origin.as_str(), error = %err, "refused a request");
+        } else {
+            tracing::warn!(correlation_id = %cid, origin = origin.as_str(), error = %err, "request failed");
         }
         let data = || Some(json!({ "correlationId": cid }));
         let as_result = tool.filter(|_| self.config.tool_failures == Report::Result).map(sanitize::ident);
@@ -254,18 +247,18 @@ impl Rewriter {
                 (None, _) => Some(json!({ "correlationId": cid })),
             };
             let message = if message.is_empty() { default_message(code).to_owned() } else { message };
-            metrics::error_rewritten(super::Origin::Client.as_str());
+            metrics::error_rewritten(Origin::Client.as_str());
             return Err(jsonrpc::error_object(code, &message, data));
         }
         tracing::warn!(
             correlation_id = %cid,
-            origin = super::Origin::UpstreamTool.as_str(),
+            origin = Origin::UpstreamTool.as_str(),
             upstream,
             method = %sanitize::ident(method),
             raw = %truncated(error.get()),
             "upstream reported an internal error"
         );
-        metrics::error_rewritten(super::Origin::UpstreamTool.as_str());
+        metrics::error_rewritten(Origin::UpstreamTool.as_str());
         match tool.filter(|_| self.config.tool_failures == Report::Result) {
             Some(tool) => Ok(tool_error(&format!(
                 "tool '{}' failed: upstream '{upstream}' reported an internal error (correlation id {cid})",
