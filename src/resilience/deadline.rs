@@ -5,8 +5,6 @@
 //! `tools/call`, each progress notification moves the deadline to at least
 //! now + `tool_idle`, never past `tool_max` from the start.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -14,7 +12,7 @@ use tower::{Layer, Service};
 
 use crate::config::Timeouts;
 use crate::errors::GatewayError;
-use crate::upstream::service::{Abandon, UpstreamCall};
+use crate::upstream::service::{Abandon, CallFuture, UpstreamCall};
 use crate::upstream::{Activity, Reply};
 
 /// Applies [`Deadline`] with one upstream's timeouts.
@@ -51,7 +49,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+    type Future = CallFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -108,6 +108,9 @@ impl CallCtx {
     }
 }
 
+/// The future every layer of the upstream stack returns.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+
 /// The type-erased stack each upstream's requests go through.
 pub type UpstreamService = tower::util::BoxCloneSyncService<UpstreamCall, Reply, GatewayError>;
 
@@ -118,7 +121,7 @@ pub struct LinkService;
 impl Service<UpstreamCall> for LinkService {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+    type Future = CallFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))

@@ -26,8 +26,6 @@ mod window;
 #[cfg(test)]
 mod tests;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -44,7 +42,7 @@ use admission::Admission;
 use crate::config::BreakerConfig;
 use crate::errors::GatewayError;
 use crate::upstream::Reply;
-use crate::upstream::service::UpstreamCall;
+use crate::upstream::service::{CallFuture, UpstreamCall};
 
 /// Refuses calls while their upstream's or tool's breaker is open, bounds probes by
 /// `probe_timeout`, and counts how every admitted call ends.
@@ -85,7 +83,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+    type Future = CallFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

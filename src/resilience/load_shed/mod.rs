@@ -2,8 +2,6 @@
 //! queue; beyond it, an immediate refusal ([`GatewayError::Overloaded`]) rather than
 //! an ever-growing backlog that would time out anyway.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -15,7 +13,7 @@ use tower::{Layer, Service};
 use crate::config::ConcurrencyConfig;
 use crate::errors::GatewayError;
 use crate::upstream::Reply;
-use crate::upstream::service::UpstreamCall;
+use crate::upstream::service::{CallFuture, UpstreamCall};
 
 /// The slots and queue of one upstream.
 #[derive(Debug)]
@@ -99,7 +97,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+    type Future = CallFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))

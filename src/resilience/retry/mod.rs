@@ -9,8 +9,6 @@
 pub mod backoff;
 pub mod policy;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -22,7 +20,7 @@ use crate::config::RetryConfig;
 use crate::errors::GatewayError;
 use crate::telemetry::metrics;
 use crate::upstream::Reply;
-use crate::upstream::service::UpstreamCall;
+use crate::upstream::service::{CallFuture, UpstreamCall};
 use policy::Verdict;
 
 /// How long a deposit counts in the budget.
@@ -67,7 +65,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, GatewayError>> + Send>>;
+    type Future = CallFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         // Readiness is awaited per attempt (`oneshot`), so each retry waits its turn.
