@@ -12,7 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
 
 use crate::gateway::Gateway;
-use crate::upstream::registry::Transport;
+use crate::upstream::registry::Connector;
 
 /// The admin routes.
 pub fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
@@ -42,8 +42,8 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     let mut upstreams = Map::new();
     let mut ready = true;
     for handle in gateway.upstreams().iter() {
-        let state = match &handle.transport {
-            Transport::SharedStdio(link) => {
+        let state = match &handle.connector {
+            Connector::SharedStdio(link) => {
                 if link.init_result().is_some() {
                     "up"
                 } else {
@@ -51,10 +51,10 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
                     "down"
                 }
             }
-            Transport::Http(_) | Transport::PerSessionStdio(..) => "per-session",
+            Connector::Http(_) | Connector::PerSessionStdio(..) => "per-session",
         };
         let mut entry = json!({ "kind": handle.kind(), "state": state });
-        if let Transport::Http(pool) = &handle.transport
+        if let Connector::Http(pool) = &handle.connector
             && pool.len() > 1
         {
             entry["endpoints_ejected"] = json!(pool.ejections());

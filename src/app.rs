@@ -19,22 +19,23 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 
+use crate::call::{SendAttempt, UpstreamService};
 use crate::config::{Config, StdioShare, UpstreamKind};
 use crate::downstream::streamable_http::{self, HttpState};
 use crate::errors::Rewriter;
 use crate::gateway::Gateway;
 use crate::policy::origin::OriginPolicy;
+use crate::mcp::init::InitParams;
+use crate::resilience::attempt::AttemptLayer;
 use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::Router;
 use crate::session::SessionTable;
-use crate::upstream::InitParams;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
-use crate::upstream::registry::{Transport, UpstreamHandle, Upstreams};
-use crate::upstream::service::{LinkService, UpstreamService};
+use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 use crate::upstream::settings::{ToolCatalog, UpstreamSettings};
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
@@ -53,8 +54,8 @@ fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> Upst
         // Load shedding: a capped number of requests in flight with a short queue, then
         // an immediate "overloaded" refusal instead of a backlog.
         .layer(LoadShedLayer::new(Slots::new(settings.concurrency)))
-        // One overall deadline per request, covering every attempt and backoff; when it
-        // passes the call is dropped, which sends `notifications/cancelled` upstream.
+        // One overall deadline per request, covering every attempt and backoff, extended
+        // by progress; when it passes the upstream is sent `notifications/cancelled`.
         .layer(DeadlineLayer::new(settings.timeouts))
         // Retries of idempotent requests only, with full-jitter backoff, within the
         // deadline and a per-upstream budget.
@@ -62,8 +63,11 @@ fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> Upst
         // Circuit breakers per upstream and per tool: while one is open, calls fail fast
         // without upstream traffic; each attempt counts on the breaker it is about.
         .layer(BreakerLayer::new(Arc::clone(breakers), settings.breaker))
-        // The link: a Streamable HTTP session or a supervised stdio process.
-        .service(LinkService);
+        // One attempt: the endpoint of a replicated upstream (not one this request tried),
+        // bounded by the deadline and the attempt timeout, counted on its endpoint.
+        .layer(AttemptLayer::new(settings.timeouts.attempt))
+        // The link: a Streamable HTTP session, replicas of one, or a supervised process.
+        .service(SendAttempt);
     UpstreamService::new(stack)
 }
 
@@ -73,7 +77,7 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
     for up in &config.upstreams {
         let timeouts = up.timeouts(&config.defaults.timeouts);
         let name: Arc<str> = Arc::from(up.name.as_str());
-        let transport = match up.kind() {
+        let connector = match up.kind() {
             UpstreamKind::Http { url, headers } => {
                 let mut endpoints = Vec::new();
                 for endpoint in std::iter::once(url).chain(up.endpoints.iter().map(String::as_str)) {
@@ -87,7 +91,7 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                     .with_context(|| format!("upstream {:?}", up.name))?;
                     endpoints.push(Arc::new(client));
                 }
-                Transport::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+                Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
             }
             UpstreamKind::Stdio { command, args, env, cwd, share } => {
                 let stdio = Arc::new(StdioUpstream {
@@ -104,11 +108,11 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                 });
                 match share {
                     StdioShare::Shared => {
-                        Transport::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false))
+                        Connector::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false))
                     }
                     StdioShare::PerSession => {
                         let processes = Arc::new(tokio::sync::Semaphore::new(up.max_processes.max(1)));
-                        Transport::PerSessionStdio(stdio, processes)
+                        Connector::PerSessionStdio(stdio, processes)
                     }
                 }
             }
@@ -123,7 +127,7 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
             catalog: ToolCatalog::default(),
         };
         let service = upstream_stack(&policy, breakers);
-        upstreams.push(UpstreamHandle { name, transport, policy, service });
+        upstreams.push(UpstreamHandle { name, connector, policy, service });
     }
     Ok(upstreams)
 }
@@ -200,7 +204,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     }
     gateway.shutdown().await;
     for handle in upstreams.iter() {
-        if let Transport::SharedStdio(link) = &handle.transport {
+        if let Connector::SharedStdio(link) = &handle.connector {
             link.close().await;
         }
     }

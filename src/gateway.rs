@@ -9,14 +9,14 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::errors::{self, GatewayError};
+use crate::call::{EVENT_BUFFER, GatewayError, Link, Tagged};
+use crate::errors;
 use crate::jsonrpc::{self, Id, Notification, Request, Response, code};
 use crate::mcp::{self, meta, method};
 use crate::routing::{RequestCtx, Router};
 use crate::session::relay::{self, ProgressMap};
 use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::upstream::registry::Upstreams;
-use crate::upstream::{EVENT_BUFFER, Link, Tagged};
 
 /// Why an `initialize` could not open a session.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admin;
+pub mod call;
 pub mod app;
 pub mod config;
 pub mod demo;

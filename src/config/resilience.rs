@@ -20,7 +20,7 @@ pub struct RetryConfig {
     pub max_delay: Duration,
     /// Retries allowed as a percentage of recent requests to the upstream (percent). Default `20`.
     pub budget_percent: f64,
-    /// Retries always allowed per second, whatever the percentage (count). Default `10`.
+    /// Retries always allowed per second, whatever the percentage (count). Default `1`.
     pub budget_min_per_sec: u32,
 }
 
@@ -31,7 +31,7 @@ impl Default for RetryConfig {
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(2),
             budget_percent: 20.0,
-            budget_min_per_sec: 10,
+            budget_min_per_sec: 1,
         }
     }
 }

@@ -162,6 +162,12 @@ pub struct Timeouts {
     /// `tools/call`: hard cap however much progress arrives (duration). Default `300s`.
     #[serde(with = "humantime_serde")]
     pub tool_max: Duration,
+    /// One attempt of an idempotent request that hears nothing from the upstream for this
+    /// long is abandoned and, if the deadline leaves room, retried (on another endpoint of
+    /// a replicated upstream); progress restarts it (duration). Default: unset, an attempt
+    /// may use the whole deadline.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -172,6 +178,7 @@ impl Default for Timeouts {
             tool_call: Duration::from_secs(60),
             tool_idle: Duration::from_secs(30),
             tool_max: Duration::from_secs(300),
+            attempt: None,
         }
     }
 }
@@ -195,6 +202,9 @@ pub struct TimeoutOverrides {
     /// Overrides `defaults.timeouts.tool_max` (duration). Default: not overridden.
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub tool_max: Option<Duration>,
+    /// Overrides `defaults.timeouts.attempt` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<Duration>,
 }
 
 /// How client sessions share a stdio upstream process.
@@ -400,6 +410,7 @@ impl UpstreamConfig {
             tool_call: o.tool_call.unwrap_or(defaults.tool_call),
             tool_idle: o.tool_idle.unwrap_or(defaults.tool_idle),
             tool_max: o.tool_max.unwrap_or(defaults.tool_max),
+            attempt: o.attempt.or(defaults.attempt),
         }
     }
 

@@ -189,6 +189,7 @@ fn check_upstream(
             ("tool_call", overrides.tool_call),
             ("tool_idle", overrides.tool_idle),
             ("tool_max", overrides.tool_max),
+            ("attempt", overrides.attempt),
         ] {
             if let Some(value) = value {
                 positive(&t.key(field), value, out);
@@ -348,6 +349,9 @@ fn check_timeouts(at: &FieldPath, timeouts: &Timeouts, out: &mut Vec<Problem>) {
     positive(&at.key("tool_call"), timeouts.tool_call, out);
     positive(&at.key("tool_idle"), timeouts.tool_idle, out);
     positive(&at.key("tool_max"), timeouts.tool_max, out);
+    if let Some(attempt) = timeouts.attempt {
+        positive(&at.key("attempt"), attempt, out);
+    }
     if timeouts.tool_max < timeouts.tool_call {
         out.push(Problem::new(at.key("tool_max"), "is shorter than tool_call"));
     }

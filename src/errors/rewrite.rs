@@ -18,12 +18,12 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::sanitize::{self, TEXT_CAP};
-use super::{GatewayError, Origin, correlation_id, human, tool_error, upstream_summary};
+use super::{correlation_id, human, tool_error};
+use crate::call::{Answer, GatewayError, Origin, Reply};
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
 use crate::telemetry::metrics;
-use crate::upstream::Reply;
 use crate::upstream::settings::ToolInfo;
 use crate::validation::{SchemaCache, Violation};
 
@@ -60,9 +60,7 @@ struct ErrorView {
 }
 
 #[derive(Deserialize)]
-struct ToolResultView<'a> {
-    #[serde(rename = "isError", default)]
-    is_error: Option<bool>,
+struct StructuredView<'a> {
     #[serde(rename = "structuredContent", default, borrow)]
     structured: Option<&'a RawValue>,
 }
@@ -82,8 +80,8 @@ impl Rewriter {
     /// wrote it, for `tools/call`.
     pub fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
         let cid = correlation_id();
-        metrics::error_rewritten(err.origin().as_str());
-        let origin = err.origin();
+        let origin = err.class().origin;
+        metrics::error_rewritten(origin.as_str());
         if matches!(origin, Origin::Client | Origin::Policy) {
             tracing::debug!(correlation_id = %cid, origin = origin.as_str(), error = %err, "refused a request");
         } else {
@@ -95,6 +93,11 @@ impl Rewriter {
             GatewayError::InvalidParams(m) => Err(jsonrpc::error_object(
                 code::INVALID_PARAMS,
                 &format!("Invalid params: {}", sanitize::text(m)),
+                data(),
+            )),
+            GatewayError::InvalidRequest(m) => Err(jsonrpc::error_object(
+                code::INVALID_REQUEST,
+                &format!("Invalid request: {}", sanitize::text(m)),
                 data(),
             )),
             GatewayError::MethodNotFound(m) => Err(jsonrpc::error_object(
@@ -118,21 +121,21 @@ impl Rewriter {
                 Some(json!({ "uri": sanitize::text(uri), "correlationId": cid })),
             )),
             GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
-            GatewayError::Timeout { after, .. } => match as_result {
+            GatewayError::Timeout { after, .. } | GatewayError::AttemptTimeout { after, .. } => match as_result {
                 Some(tool) => Ok(tool_error(&format!(
                     "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
                     human(*after)
                 ))),
                 None => Err(jsonrpc::error_object(code::REQUEST_TIMEOUT, "Request timed out", data())),
             },
-            GatewayError::Upstream { upstream, source } => match as_result {
+            GatewayError::Upstream { upstream, source, .. } => match as_result {
                 Some(tool) => Ok(tool_error(&format!(
                     "tool '{tool}' failed: {} (correlation id {cid})",
-                    upstream_summary(source, upstream)
+                    source.summary(upstream)
                 ))),
                 None => Err(jsonrpc::error_object(
                     code::UPSTREAM_UNAVAILABLE,
-                    &capitalise(&upstream_summary(source, upstream)),
+                    &capitalise(&source.summary(upstream)),
                     data(),
                 )),
             },
@@ -217,12 +220,14 @@ impl Rewriter {
         method: &str,
         tool: Option<&str>,
         info: Option<&ToolInfo>,
-        reply: Reply,
+        answer: Answer,
     ) -> Reply {
-        match reply {
-            Err(error) => self.upstream_error(upstream, method, tool, &error),
-            Ok(result) if method == method::TOOLS_CALL => self.tool_result(upstream, tool, info, result),
-            Ok(result) => Ok(result),
+        match answer {
+            Answer::Error { raw, .. } => self.upstream_error(upstream, method, tool, &raw),
+            Answer::Result { raw, is_error } if method == method::TOOLS_CALL => {
+                self.tool_result(upstream, tool, info, raw, is_error)
+            }
+            Answer::Result { raw, .. } => Ok(raw),
         }
     }
 
@@ -272,9 +277,15 @@ impl Rewriter {
         }
     }
 
-    fn tool_result(&self, upstream: &str, tool: Option<&str>, info: Option<&ToolInfo>, result: Box<RawValue>) -> Reply {
-        let Ok(view) = serde_json::from_str::<ToolResultView<'_>>(result.get()) else { return Ok(result) };
-        if view.is_error == Some(true) {
+    fn tool_result(
+        &self,
+        upstream: &str,
+        tool: Option<&str>,
+        info: Option<&ToolInfo>,
+        result: Box<RawValue>,
+        is_error: bool,
+    ) -> Reply {
+        if is_error {
             if !self.config.scrub_tool_errors {
                 return Ok(result);
             }
@@ -284,6 +295,7 @@ impl Rewriter {
             return Ok(result);
         }
         let Some(schema) = info.and_then(|i| i.output_schema.as_deref()) else { return Ok(result) };
+        let Ok(view) = serde_json::from_str::<StructuredView<'_>>(result.get()) else { return Ok(result) };
         let structured = view.structured.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
         let problem = match &structured {
             None => "it declares an output schema but returned no structured content".to_owned(),

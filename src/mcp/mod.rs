@@ -2,6 +2,7 @@
 //!
 //! Everything else in a message stays raw JSON (see [`crate::jsonrpc`]).
 
+pub mod init;
 pub mod meta;
 
 /// Protocol versions of the legacy (session) era that seawall speaks, oldest first.

@@ -1,19 +1,20 @@
 //! One overall deadline per request, covering every attempt and backoff sleep.
 //!
-//! When it passes, the inner future is dropped — which makes the upstream link send
-//! `notifications/cancelled` — and the caller gets [`GatewayError::Timeout`]. For
-//! `tools/call`, each progress notification moves the deadline to at least
-//! now + `tool_idle`, never past `tool_max` from the start.
+//! The deadline lives in the request's [`Clock`](crate::call::Clock); the attempt layer
+//! below never lets an attempt outlive it, so the inner stack normally answers
+//! [`GatewayError::Timeout`] itself and every layer in between sees that result. This
+//! layer is the backstop: when the deadline passes it drops the inner future (which makes
+//! the link send `notifications/cancelled` upstream). For `tools/call`, each progress
+//! notification moves the deadline to at least now + `tool_idle`, never past `tool_max`
+//! from the start.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
+use crate::call::{Activity, Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::config::Timeouts;
-use crate::errors::GatewayError;
-use crate::upstream::service::{Abandon, CallFuture, UpstreamCall};
-use crate::upstream::{Activity, Reply};
 
 /// Applies [`Deadline`] with one upstream's timeouts.
 #[derive(Clone, Copy, Debug, Default)]
@@ -44,10 +45,10 @@ pub struct Deadline<S> {
 
 impl<S> Service<UpstreamCall> for Deadline<S>
 where
-    S: Service<UpstreamCall, Response = Reply, Error = GatewayError>,
+    S: Service<UpstreamCall, Response = Answer, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Answer;
     type Error = GatewayError;
     type Future = CallFuture;
 
@@ -57,26 +58,27 @@ where
 
     fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let activity = Arc::new(Activity::default());
-        req.call.related = req.call.related.clone().with_activity(Arc::clone(&activity));
-        let ctx = Arc::clone(&req.ctx);
-        ctx.set_deadline(ctx.started + req.timeout);
+        req.events = req.events.clone().with_activity(Arc::clone(&activity));
+        let clock = Arc::clone(&req.clock);
         let extend_on_progress = req.tool.is_some();
         let (idle, max) = (self.timeouts.tool_idle, self.timeouts.tool_max);
-        let upstream = req.upstream.clone();
+        let upstream = Arc::clone(&req.upstream);
+        let mut progress = activity.progress();
         let fut = self.inner.call(req);
         Box::pin(async move {
             tokio::pin!(fut);
             loop {
                 tokio::select! {
+                    biased;
                     result = &mut fut => return result,
-                    _ = tokio::time::sleep_until(ctx.deadline()) => {
-                        ctx.abandon(Abandon::DeadlineExpired);
-                        return Err(GatewayError::Timeout { upstream, after: ctx.deadline() - ctx.started });
-                    }
-                    _ = activity.next_progress(), if extend_on_progress => {
+                    Ok(()) = progress.changed(), if extend_on_progress => {
                         let now = tokio::time::Instant::now();
-                        let extended = ctx.deadline().max(now + idle).min(ctx.started + max);
-                        ctx.set_deadline(extended);
+                        clock.set_deadline(clock.deadline().max(now + idle).min(clock.started() + max));
+                    }
+                    _ = tokio::time::sleep_until(clock.deadline()) => {
+                        if clock.expired() {
+                            return Err(GatewayError::Timeout { upstream, after: clock.allowed() });
+                        }
                     }
                 }
             }
@@ -92,7 +94,7 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
-    use crate::upstream::{Call, EventSink};
+    use crate::resilience::testing::{call, ok};
 
     #[tokio::test(start_paused = true)]
     async fn times_out_and_drops_the_inner_call() {
@@ -103,12 +105,12 @@ mod tests {
             async move {
                 let _guard = guard;
                 tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&serde_json::json!({}))))
+                ok()
             }
         });
         let svc = DeadlineLayer::default().layer(inner);
         let started = tokio::time::Instant::now();
-        let err = svc.oneshot(test_call(Duration::from_secs(2))).await.unwrap_err();
+        let err = svc.oneshot(call(true, Duration::from_secs(2))).await.unwrap_err();
         assert!(matches!(err, GatewayError::Timeout { after, .. } if after == Duration::from_secs(2)));
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
@@ -118,21 +120,6 @@ mod tests {
     impl Drop for DropFlag {
         fn drop(&mut self) {
             self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
-    fn test_call(timeout: Duration) -> UpstreamCall {
-        let (tx, _rx) = tokio::sync::mpsc::channel(1);
-        let up: Arc<str> = Arc::from("u");
-        let link = crate::upstream::Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests());
-        UpstreamCall {
-            upstream: Arc::clone(&up),
-            link,
-            call: Call { method: "ping".into(), params: None, progress_token: None, related: EventSink::new(up, tx) },
-            timeout,
-            tool: None,
-            idempotent: true,
-            ctx: crate::upstream::service::CallCtx::new(timeout),
         }
     }
 }

@@ -19,15 +19,15 @@ use tower::ServiceExt;
 
 pub use catalog::Catalog;
 
-use crate::errors::{GatewayError, Rewriter};
+use crate::call::{Answer, Clock, EventSink, GatewayError, Link, Reply, Tagged, UpstreamCall};
+use crate::errors::Rewriter;
 use crate::jsonrpc::{self, code};
 use crate::mcp::{meta, method};
 use crate::resilience::breaker::Breakers;
 use crate::session::{Scope, Session, Slot};
 use crate::telemetry::metrics;
+use crate::mcp::init::InitParams;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
-use crate::upstream::service::UpstreamCall;
-use crate::upstream::{Call, EventSink, InitParams, Link, Reply, Tagged};
 
 /// What the router needs to know about the request it routes.
 pub struct RequestCtx<'a> {
@@ -180,64 +180,98 @@ impl Router {
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
         let started = tokio::time::Instant::now();
-        let tool = (method == method::TOOLS_CALL)
+        let tool: Option<Arc<str>> = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
             .flatten();
-        let info = tool.as_deref().and_then(|t| handle.policy.catalog.get(t));
+        let info = match tool.as_deref() {
+            Some(t) => self.tool_info(ctx, handle, t).await,
+            None => None,
+        };
         // Tools are metric labels only once the upstream listed them (bounded cardinality).
         let tool_label = match (&tool, &info) {
             (Some(t), Some(_)) => t.to_string(),
             (Some(_), None) => "other".to_owned(),
             (None, _) => String::new(),
         };
-        let answer = self.forward_inner(ctx, handle, method, params, tool, info).await;
-        metrics::request(&handle.name, method, &tool_label, outcome(&answer), started.elapsed());
-        answer
+        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        if let Some(client_tool) = &client_tool {
+            let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
+            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
+                metrics::request(&handle.name, method, &tool_label, "refused", started.elapsed());
+                return Ok(answer);
+            }
+        }
+        let result = self.send(ctx, handle, method, params, tool).await;
+        let outcome = match &result {
+            Ok(answer) => answer.outcome(),
+            Err(e) => e.class().outcome,
+        };
+        metrics::request(&handle.name, method, &tool_label, outcome, started.elapsed());
+        let answer = match result? {
+            Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
+                handle.policy.catalog.learn(&raw);
+                Answer::result(self.without_open_tools(handle, raw))
+            }
+            other => other,
+        };
+        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), info.as_deref(), answer))
     }
 
-    async fn forward_inner(
+    /// Sends one request through the upstream's stack.
+    async fn send(
         &self,
         ctx: &RequestCtx<'_>,
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
         tool: Option<Arc<str>>,
-        info: Option<Arc<crate::upstream::settings::ToolInfo>>,
-    ) -> Result<Reply, GatewayError> {
-        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
-        if let Some(client_tool) = &client_tool {
-            let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
-            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
-                return Ok(answer);
-            }
-        }
+    ) -> Result<Answer, GatewayError> {
         let link = self.link(ctx.session, handle).await?;
-        let timeout = handle.policy.timeout(method, tool.as_deref());
-        let call = Call {
-            method: method.to_owned(),
-            params,
-            progress_token: ctx.progress.cloned(),
-            related: EventSink::new(Arc::clone(&handle.name), ctx.related.clone()),
-        };
-        let learn = method == method::TOOLS_LIST;
         let req = UpstreamCall {
             upstream: Arc::clone(&handle.name),
-            link,
-            call,
-            timeout,
+            method: Arc::from(method),
+            params: params.map(Arc::from),
+            progress_token: ctx.progress.cloned(),
             idempotent: handle.policy.is_idempotent(method, tool.as_deref()),
+            clock: Clock::new(handle.policy.timeout(method, tool.as_deref())),
             tool,
-            ctx: crate::upstream::service::CallCtx::for_client(timeout, Some(ctx.cancel.clone())),
+            events: EventSink::new(Arc::clone(&handle.name), ctx.related.clone()),
+            target: link,
+            avoid: Vec::new(),
+            endpoint: None,
+            attempt_deadline: None,
         };
-        let reply = handle.service.clone().oneshot(req).await?;
-        let reply = match reply {
-            Ok(result) if learn => {
-                handle.policy.catalog.learn(&result);
-                Ok(self.without_open_tools(handle, result))
+        handle.service.clone().oneshot(req).await
+    }
+
+    /// What the gateway knows of a tool; a tool the catalog has not seen makes seawall
+    /// list the upstream's tools itself first (at most once per refresh interval), so
+    /// arguments are checked from the very first call.
+    async fn tool_info(
+        &self,
+        ctx: &RequestCtx<'_>,
+        handle: &Arc<UpstreamHandle>,
+        tool: &str,
+    ) -> Option<Arc<crate::upstream::settings::ToolInfo>> {
+        if let Some(info) = handle.policy.catalog.get(tool) {
+            return Some(info);
+        }
+        if !handle.policy.catalog.begin_refresh() {
+            return None;
+        }
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_CATALOG_PAGES {
+            let params = cursor.as_ref().map(|c| jsonrpc::to_raw(&json!({ "cursor": c })));
+            let Ok(Answer::Result { raw, .. }) = self.send(ctx, handle, method::TOOLS_LIST, params, None).await else {
+                break;
+            };
+            handle.policy.catalog.learn(&raw);
+            cursor = jsonrpc::view::<NextCursor>(Some(&raw)).and_then(|p| p.next_cursor);
+            if cursor.is_none() {
+                break;
             }
-            other => other,
-        };
-        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), info.as_deref(), reply))
+        }
+        handle.policy.catalog.get(tool)
     }
 
     /// `tools/call`, `prompts/get`: the prefix of `params.name` names the upstream.
@@ -299,15 +333,15 @@ impl Router {
         if resources.len() == 1 {
             return resources.into_iter().next();
         }
-        if let Some(name) = crate::upstream::lock(&ctx.session.catalog).resolve(uri) {
+        if let Some(name) = ctx.session.catalog.lock().resolve(uri) {
             return self.upstreams.get(&name).cloned();
         }
-        let loaded = crate::upstream::lock(&ctx.session.catalog).templates_loaded;
+        let loaded = ctx.session.catalog.lock().templates_loaded;
         if !loaded {
             let kind = list_kind(method::RESOURCE_TEMPLATES_LIST)?;
             let _ = self.list(ctx, method::RESOURCE_TEMPLATES_LIST, &kind, None).await;
-            crate::upstream::lock(&ctx.session.catalog).templates_loaded = true;
-            let name = crate::upstream::lock(&ctx.session.catalog).resolve(uri)?;
+            ctx.session.catalog.lock().templates_loaded = true;
+            let name = ctx.session.catalog.lock().resolve(uri)?;
             return self.upstreams.get(&name).cloned();
         }
         None
@@ -510,7 +544,7 @@ impl Router {
         let Some(Value::Array(entries)) = page.remove(kind.key) else {
             return;
         };
-        let mut catalog = crate::upstream::lock(&ctx.session.catalog);
+        let mut catalog = ctx.session.catalog.lock();
         for mut entry in entries {
             let Value::Object(obj) = &mut entry else {
                 continue;
@@ -560,26 +594,13 @@ impl Router {
     }
 }
 
-/// The outcome label of one forwarded request.
-fn outcome(answer: &Result<Reply, GatewayError>) -> &'static str {
-    #[derive(serde::Deserialize)]
-    struct IsError {
-        #[serde(rename = "isError", default)]
-        is_error: Option<bool>,
-    }
-    match answer {
-        Ok(Ok(result)) => match serde_json::from_str::<IsError>(result.get()) {
-            Ok(IsError { is_error: Some(true) }) => "tool_error",
-            _ => "ok",
-        },
-        Ok(Err(_)) => "error",
-        Err(GatewayError::Timeout { .. }) => "timeout",
-        Err(GatewayError::Cancelled) => "cancelled",
-        Err(GatewayError::CircuitOpen { .. }) => "circuit_open",
-        Err(GatewayError::Overloaded { .. }) => "shed",
-        Err(GatewayError::Upstream { .. } | GatewayError::Unavailable { .. }) => "upstream_error",
-        Err(_) => "refused",
-    }
+/// Most `tools/list` pages read when seawall lists an upstream's tools itself.
+const MAX_CATALOG_PAGES: usize = 16;
+
+#[derive(serde::Deserialize)]
+struct NextCursor {
+    #[serde(rename = "nextCursor", default)]
+    next_cursor: Option<String>,
 }
 
 #[derive(serde::Deserialize)]

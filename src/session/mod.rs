@@ -17,7 +17,9 @@ pub use table::SessionTable;
 
 use crate::jsonrpc::Id;
 use crate::routing::catalog::Catalog;
-use crate::upstream::{EVENT_BUFFER, EventSink, Link, Tagged, lock};
+use parking_lot::Mutex;
+
+use crate::call::{EVENT_BUFFER, EventSink, Link, Tagged};
 
 /// Capacity of the queue of messages waiting for the client's GET stream.
 pub const OUTBOX_BUFFER: usize = 1024;
@@ -66,21 +68,21 @@ pub struct Session {
     /// The client's info.
     pub client_info: Value,
     /// Per-upstream links.
-    slots: std::sync::Mutex<HashMap<Arc<str>, Slot>>,
+    slots: Mutex<HashMap<Arc<str>, Slot>>,
     /// Serialises reconnection attempts.
     pub(crate) reconnect: tokio::sync::Mutex<()>,
     /// Where resources and templates live, learnt from list results.
-    pub catalog: std::sync::Mutex<Catalog>,
+    pub catalog: Mutex<Catalog>,
     events_tx: mpsc::Sender<Tagged>,
     outbox_tx: mpsc::Sender<String>,
-    outbox_rx: std::sync::Mutex<Option<mpsc::Receiver<String>>>,
+    outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
     /// Server-initiated requests relayed to the client: gateway id → where they came from.
-    server_requests: std::sync::Mutex<HashMap<Id, ServerRequest>>,
+    server_requests: Mutex<HashMap<Id, ServerRequest>>,
     next_server_request: AtomicU64,
     /// In-flight client requests, by client id.
-    inflight: std::sync::Mutex<HashMap<Id, CancellationToken>>,
-    last_seen: std::sync::Mutex<Instant>,
-    pump: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    inflight: Mutex<HashMap<Id, CancellationToken>>,
+    last_seen: Mutex<Instant>,
+    pump: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -98,20 +100,20 @@ impl Session {
             version,
             client_capabilities,
             client_info,
-            slots: std::sync::Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::new()),
             reconnect: tokio::sync::Mutex::new(()),
-            catalog: std::sync::Mutex::new(Catalog::default()),
+            catalog: Mutex::new(Catalog::default()),
             events_tx,
             outbox_tx,
-            outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
-            server_requests: std::sync::Mutex::new(HashMap::new()),
+            outbox_rx: Mutex::new(Some(outbox_rx)),
+            server_requests: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
-            inflight: std::sync::Mutex::new(HashMap::new()),
-            last_seen: std::sync::Mutex::new(Instant::now()),
-            pump: std::sync::Mutex::new(None),
+            inflight: Mutex::new(HashMap::new()),
+            last_seen: Mutex::new(Instant::now()),
+            pump: Mutex::new(None),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
-        *lock(&session.pump) = Some(pump.abort_handle());
+        *session.pump.lock() = Some(pump.abort_handle());
         session
     }
 
@@ -125,17 +127,17 @@ impl Session {
         if let Slot::Up(link) = &slot {
             link.subscribe(self.key, self.event_sink(upstream));
         }
-        lock(&self.slots).insert(Arc::clone(upstream), slot);
+        self.slots.lock().insert(Arc::clone(upstream), slot);
     }
 
     /// The slot of an upstream.
     pub fn slot(&self, upstream: &str) -> Option<Slot> {
-        lock(&self.slots).get(upstream).cloned()
+        self.slots.lock().get(upstream).cloned()
     }
 
     /// All connected links with their upstream names.
     pub fn links(&self) -> Vec<(Arc<str>, Link)> {
-        lock(&self.slots)
+        self.slots.lock()
             .iter()
             .filter_map(|(name, slot)| match slot {
                 Slot::Up(link) => Some((Arc::clone(name), link.clone())),
@@ -146,22 +148,22 @@ impl Session {
 
     /// Takes every slot (the session is ending).
     pub fn take_slots(&self) -> Vec<(Arc<str>, Slot)> {
-        lock(&self.slots).drain().collect()
+        self.slots.lock().drain().collect()
     }
 
     /// Marks the session as used now.
     pub fn touch(&self) {
-        *lock(&self.last_seen) = Instant::now();
+        *self.last_seen.lock() = Instant::now();
     }
 
     /// When the session was last used.
     pub fn last_seen(&self) -> Instant {
-        *lock(&self.last_seen)
+        *self.last_seen.lock()
     }
 
     /// Registers an in-flight client request; `None` if the id is already in flight.
     pub fn begin_request(&self, id: &Id) -> Option<CancellationToken> {
-        let mut inflight = lock(&self.inflight);
+        let mut inflight = self.inflight.lock();
         if inflight.contains_key(id) {
             return None;
         }
@@ -172,12 +174,12 @@ impl Session {
 
     /// Forgets an in-flight request.
     pub fn end_request(&self, id: &Id) {
-        lock(&self.inflight).remove(id);
+        self.inflight.lock().remove(id);
     }
 
     /// Cancels an in-flight client request (the client sent `notifications/cancelled`).
     pub fn cancel_request(&self, id: &Id) -> bool {
-        match lock(&self.inflight).get(id) {
+        match self.inflight.lock().get(id) {
             Some(token) => {
                 token.cancel();
                 true
@@ -188,7 +190,7 @@ impl Session {
 
     /// How many client requests are in flight.
     pub fn inflight(&self) -> usize {
-        lock(&self.inflight).len()
+        self.inflight.lock().len()
     }
 
     /// Queues a message for the client's GET stream; dropped (with a log line) when the
@@ -201,30 +203,30 @@ impl Session {
 
     /// Takes the GET stream's queue; `None` when a GET stream is already open.
     pub fn take_outbox(&self) -> Option<mpsc::Receiver<String>> {
-        lock(&self.outbox_rx).take()
+        self.outbox_rx.lock().take()
     }
 
     /// Gives the queue back when the GET stream closes.
     pub fn return_outbox(&self, rx: mpsc::Receiver<String>) {
-        *lock(&self.outbox_rx) = Some(rx);
+        *self.outbox_rx.lock() = Some(rx);
     }
 
     /// Remembers a server-initiated request relayed to the client; returns the client-side id.
     pub fn register_server_request(&self, origin: ServerRequest) -> Id {
         let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
         let id = Id::string(&format!("seawall-{n}"));
-        lock(&self.server_requests).insert(id.clone(), origin);
+        self.server_requests.lock().insert(id.clone(), origin);
         id
     }
 
     /// Takes the route of a server-initiated request the client has answered.
     pub fn take_server_request(&self, id: &Id) -> Option<ServerRequest> {
-        lock(&self.server_requests).remove(id)
+        self.server_requests.lock().remove(id)
     }
 
     /// The client-side id of a server-initiated request, by where it came from.
     pub fn server_request_client_id(&self, upstream: &str, endpoint: Option<u16>, upstream_id: &Id) -> Option<Id> {
-        lock(&self.server_requests)
+        self.server_requests.lock()
             .iter()
             .find(|(_, r)| &*r.upstream == upstream && r.endpoint == endpoint && &r.id == upstream_id)
             .map(|(id, _)| id.clone())
@@ -232,10 +234,10 @@ impl Session {
 
     /// Stops relaying events (the session is ending).
     pub fn stop(&self) {
-        if let Some(pump) = lock(&self.pump).take() {
+        if let Some(pump) = self.pump.lock().take() {
             pump.abort();
         }
-        for token in lock(&self.inflight).values() {
+        for token in self.inflight.lock().values() {
             token.cancel();
         }
     }

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::{ServerRequest, Session};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::{meta, method};
-use crate::upstream::{Tagged, UpstreamEvent};
+use crate::call::{Tagged, UpstreamEvent};
 
 /// The progress token of one client request: the gateway's upstream-side token and the
 /// client's own.

@@ -16,7 +16,7 @@ pub fn mint_id() -> String {
 
 /// Live sessions by id.
 pub struct SessionTable {
-    sessions: std::sync::RwLock<HashMap<String, Arc<Session>>>,
+    sessions: parking_lot::RwLock<HashMap<String, Arc<Session>>>,
     max: usize,
     idle_timeout: Duration,
 }
@@ -29,7 +29,7 @@ pub struct TableFull(pub usize);
 impl SessionTable {
     /// An empty table.
     pub fn new(max: usize, idle_timeout: Duration) -> SessionTable {
-        SessionTable { sessions: std::sync::RwLock::new(HashMap::new()), max, idle_timeout }
+        SessionTable { sessions: parking_lot::RwLock::new(HashMap::new()), max, idle_timeout }
     }
 
     /// Whether another session fits.
@@ -39,7 +39,7 @@ impl SessionTable {
 
     /// Adds a session.
     pub fn insert(&self, session: Arc<Session>) -> Result<(), TableFull> {
-        let mut map = self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.write();
         if map.len() >= self.max {
             return Err(TableFull(self.max));
         }
@@ -49,7 +49,7 @@ impl SessionTable {
 
     /// Looks a session up and marks it used.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let map = self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = self.sessions.read();
         let session = map.get(id).cloned()?;
         session.touch();
         Some(session)
@@ -57,13 +57,13 @@ impl SessionTable {
 
     /// Removes a session.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id)
+        self.sessions.write().remove(id)
     }
 
     /// Removes and returns sessions idle for longer than the idle timeout (and with
     /// nothing in flight).
     pub fn reap_idle(&self) -> Vec<Arc<Session>> {
-        let mut map = self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.sessions.write();
         let idle: Vec<String> = map
             .values()
             .filter(|s| s.inflight() == 0 && s.last_seen().elapsed() > self.idle_timeout)
@@ -74,17 +74,17 @@ impl SessionTable {
 
     /// Every live session.
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+        self.sessions.read().values().cloned().collect()
     }
 
     /// Removes every session (shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
-        self.sessions.write().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, s)| s).collect()
+        self.sessions.write().drain().map(|(_, s)| s).collect()
     }
 
     /// Number of live sessions.
     pub fn len(&self) -> usize {
-        self.sessions.read().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.sessions.read().len()
     }
 
     /// Whether there are none.

@@ -9,8 +9,12 @@ use futures::{Stream, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::task::AbortHandle;
 
-use super::{Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent, fresh_id, lock};
+use parking_lot::Mutex;
+
+use super::LinkShared;
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, UpstreamEvent, fresh_id};
 use crate::jsonrpc::{self, Id, Message, Notification};
+use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
 use crate::sse;
 
@@ -66,12 +70,13 @@ struct SessionState {
 
 /// One MCP session with a Streamable HTTP upstream.
 pub struct HttpLink {
+    me: Weak<HttpLink>,
     up: Arc<HttpUpstream>,
     pub(crate) shared: LinkShared,
     init_params: InitParams,
-    state: std::sync::Mutex<SessionState>,
+    state: Mutex<SessionState>,
     reinit: tokio::sync::Mutex<()>,
-    get_stream: std::sync::Mutex<Option<AbortHandle>>,
+    get_stream: Mutex<Option<AbortHandle>>,
     closed: AtomicBool,
 }
 
@@ -88,13 +93,14 @@ enum Outcome {
 impl HttpLink {
     /// Opens a session: initialize handshake, then the standalone GET stream.
     pub async fn connect(up: Arc<HttpUpstream>, init_params: InitParams) -> Result<Arc<HttpLink>, UpstreamError> {
-        let link = Arc::new(HttpLink {
+        let link = Arc::new_cyclic(|me| HttpLink {
+            me: me.clone(),
             up,
             shared: LinkShared::default(),
             init_params,
-            state: std::sync::Mutex::new(SessionState::default()),
+            state: Mutex::new(SessionState::default()),
             reinit: tokio::sync::Mutex::new(()),
-            get_stream: std::sync::Mutex::new(None),
+            get_stream: Mutex::new(None),
             closed: AtomicBool::new(false),
         });
         link.handshake().await?;
@@ -103,11 +109,11 @@ impl HttpLink {
 
     /// The upstream's initialize result.
     pub fn init_result(&self) -> Option<Arc<InitResult>> {
-        lock(&self.state).init.clone()
+        self.state.lock().init.clone()
     }
 
     fn snapshot(&self) -> SessionState {
-        lock(&self.state).clone()
+        self.state.lock().clone()
     }
 
     async fn handshake(self: &Arc<Self>) -> Result<(), UpstreamError> {
@@ -124,7 +130,7 @@ impl HttpLink {
         let init = InitResult::parse(result)
             .ok_or_else(|| UpstreamError::Handshake("initialize result lacks protocolVersion".into()))?;
         let snapshot = {
-            let mut st = lock(&self.state);
+            let mut st = self.state.lock();
             st.session_id = session_id;
             st.version = Some(init.protocol_version.clone());
             st.init = Some(Arc::new(init));
@@ -154,8 +160,8 @@ impl HttpLink {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn call(self: &Arc<Self>, call: Call) -> Result<Reply, UpstreamError> {
-        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.related.clone()));
+    pub async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let mut reinitialised = false;
         loop {
             let state = self.snapshot();
@@ -164,7 +170,7 @@ impl HttpLink {
             let mut guard = CancelGuard { link: Arc::downgrade(self), id: id.clone(), armed: true };
             let outcome = async {
                 let resp = self.post(body, &state).await?;
-                self.read_answer(resp, &id, Some(&call.related), &state).await
+                self.read_answer(resp, &id, Some(&call.events), &state).await
             }
             .await;
             match outcome {
@@ -223,7 +229,7 @@ impl HttpLink {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Some(handle) = lock(&self.get_stream).take() {
+        if let Some(handle) = self.get_stream.lock().take() {
             handle.abort();
         }
         let state = self.snapshot();
@@ -299,7 +305,7 @@ impl HttpLink {
             resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
             if let Some(sink) = related {
-                super::send_event(sink, UpstreamEvent::Streaming);
+                sink.send(UpstreamEvent::Streaming);
             }
             return self.read_stream(resp, id, related, state).await;
         }
@@ -408,9 +414,48 @@ impl HttpLink {
     fn start_get_stream(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         let handle = tokio::spawn(get_stream_loop(weak));
-        if let Some(old) = lock(&self.get_stream).replace(handle.abort_handle()) {
+        if let Some(old) = self.get_stream.lock().replace(handle.abort_handle()) {
             old.abort();
         }
+    }
+}
+
+impl Transport for HttpLink {
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>> {
+        Box::pin(async move {
+            let me = self.me.upgrade().ok_or_else(|| UpstreamError::SessionLost("the session is closed".into()))?;
+            me.call(call).await
+        })
+    }
+
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(async move {
+            let me = self.me.upgrade().ok_or_else(|| UpstreamError::SessionLost("the session is closed".into()))?;
+            me.notify(n).await
+        })
+    }
+
+    fn respond(&self, _endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(async move {
+            let me = self.me.upgrade().ok_or_else(|| UpstreamError::SessionLost("the session is closed".into()))?;
+            me.respond(id, body).await
+        })
+    }
+
+    fn init_result(&self) -> Option<Arc<InitResult>> {
+        HttpLink::init_result(self)
+    }
+
+    fn subscribe(&self, key: u64, sink: EventSink) {
+        self.shared.fanout.subscribe(key, sink);
+    }
+
+    fn unsubscribe(&self, key: u64) {
+        self.shared.fanout.unsubscribe(key);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(HttpLink::close(self))
     }
 }
 

@@ -13,9 +13,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use parking_lot::Mutex;
+
 use super::http::{HttpLink, HttpUpstream};
-use super::{Call, EventSink, InitParams, InitResult, Reply, UpstreamError, lock};
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError};
 use crate::jsonrpc::{Id, Notification};
+use crate::mcp::init::{InitParams, InitResult};
 
 /// Consecutive failures that eject an endpoint.
 const EJECT_AFTER: u32 = 5;
@@ -29,7 +32,7 @@ pub struct Endpoint {
     /// How to reach it.
     pub upstream: Arc<HttpUpstream>,
     in_flight: AtomicUsize,
-    health: std::sync::Mutex<Health>,
+    health: Mutex<Health>,
 }
 
 #[derive(Default)]
@@ -73,7 +76,7 @@ impl HttpPool {
     }
 
     fn ejected(&self, i: usize, now: Instant) -> bool {
-        lock(&self.endpoints[i].health).ejected_until.is_some_and(|t| t > now)
+        self.endpoints[i].health.lock().ejected_until.is_some_and(|t| t > now)
     }
 
     /// Picks an endpoint: two random candidates among the healthy ones not yet tried,
@@ -102,7 +105,7 @@ impl HttpPool {
     fn record(&self, i: usize, failed: bool) {
         let now = Instant::now();
         let healthy_others = (0..self.len()).filter(|j| *j != i && !self.ejected(*j, now)).count();
-        let mut h = lock(&self.endpoints[i].health);
+        let mut h = self.endpoints[i].health.lock();
         if !failed {
             h.consecutive_failures = 0;
             return;
@@ -130,22 +133,13 @@ impl HttpPool {
     }
 }
 
-/// Whether a failure says something about the endpoint's health.
-fn is_endpoint_failure(e: &UpstreamError) -> bool {
-    match e {
-        UpstreamError::HttpStatus { status, .. } => *status >= 500,
-        UpstreamError::TooLarge { .. } => false,
-        _ => true,
-    }
-}
-
 /// One client session's view of a pooled upstream.
 pub struct PoolLink {
     pool: Arc<HttpPool>,
     init: InitParams,
     links: tokio::sync::Mutex<Vec<Option<Arc<HttpLink>>>>,
-    first_init: std::sync::Mutex<Option<Arc<InitResult>>>,
-    subscribers: std::sync::Mutex<HashMap<u64, EventSink>>,
+    first_init: Mutex<Option<Arc<InitResult>>>,
+    subscribers: Mutex<HashMap<u64, EventSink>>,
 }
 
 impl PoolLink {
@@ -156,8 +150,8 @@ impl PoolLink {
             links: tokio::sync::Mutex::new(vec![None; pool.len()]),
             pool,
             init,
-            first_init: std::sync::Mutex::new(None),
-            subscribers: std::sync::Mutex::new(HashMap::new()),
+            first_init: Mutex::new(None),
+            subscribers: Mutex::new(HashMap::new()),
         });
         let mut tried = Vec::new();
         let mut last = UpstreamError::Connect("no endpoints".into());
@@ -174,7 +168,7 @@ impl PoolLink {
 
     /// The initialize result of the first endpoint that answered.
     pub fn init_result(&self) -> Option<Arc<InitResult>> {
-        lock(&self.first_init).clone()
+        self.first_init.lock().clone()
     }
 
     async fn endpoint_link(&self, i: usize) -> Result<Arc<HttpLink>, UpstreamError> {
@@ -195,33 +189,22 @@ impl PoolLink {
                 return Err(UpstreamError::Handshake("no answer to initialize in time".into()));
             }
         };
-        for (key, sink) in lock(&self.subscribers).iter() {
+        for (key, sink) in self.subscribers.lock().iter() {
             link.shared.fanout.subscribe(*key, sink.clone().with_endpoint(i as u16));
         }
-        lock(&self.first_init).get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
+        self.first_init.lock().get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
         links[i] = Some(Arc::clone(&link));
         Ok(link)
     }
 
-    /// Sends a request to one endpoint, avoiding those in `tried` and adding its own.
-    pub async fn call(
-        &self,
-        mut call: Call,
-        tried: Option<&std::sync::Mutex<Vec<u16>>>,
-    ) -> Result<Reply, UpstreamError> {
-        let avoid = tried.map(|t| lock(t).clone()).unwrap_or_default();
-        let i = self.pool.pick(&avoid);
-        if let Some(t) = tried {
-            lock(t).push(i as u16);
-        }
+    /// Sends one attempt to the endpoint the attempt layer chose (or one picked now).
+    async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        let i = call.endpoint.map_or_else(|| self.pool.pick(&call.avoid), usize::from);
         let link = self.endpoint_link(i).await?;
-        call.related = call.related.with_endpoint(i as u16);
         let endpoint = &self.pool.endpoints[i];
         endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
         let _in_flight = InFlight(&endpoint.in_flight);
-        let result = link.call(call).await;
-        self.pool.record(i, result.as_ref().is_err_and(is_endpoint_failure));
-        result
+        link.call(call).await
     }
 
     /// Sends a notification to every endpoint session opened so far.
@@ -245,7 +228,7 @@ impl PoolLink {
 
     /// Subscribes a session to unrelated events of every endpoint session.
     pub fn subscribe(&self, key: u64, sink: EventSink) {
-        lock(&self.subscribers).insert(key, sink.clone());
+        self.subscribers.lock().insert(key, sink.clone());
         if let Ok(links) = self.links.try_lock() {
             for (i, link) in links.iter().enumerate() {
                 if let Some(link) = link {
@@ -257,7 +240,7 @@ impl PoolLink {
 
     /// Unsubscribes a session.
     pub fn unsubscribe(&self, key: u64) {
-        lock(&self.subscribers).remove(&key);
+        self.subscribers.lock().remove(&key);
         if let Ok(links) = self.links.try_lock() {
             for link in links.iter().flatten() {
                 link.shared.fanout.unsubscribe(key);
@@ -269,6 +252,46 @@ impl PoolLink {
     pub async fn close(&self) {
         let links: Vec<Arc<HttpLink>> = self.links.lock().await.iter().flatten().cloned().collect();
         futures::future::join_all(links.iter().map(|l| l.close())).await;
+    }
+}
+
+impl Transport for PoolLink {
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>> {
+        Box::pin(self.call(call))
+    }
+
+    fn pick(&self, avoid: &[u16]) -> Option<u16> {
+        u16::try_from(self.pool.pick(avoid)).ok()
+    }
+
+    fn record(&self, endpoint: u16, failed: bool) {
+        if usize::from(endpoint) < self.pool.len() {
+            self.pool.record(usize::from(endpoint), failed);
+        }
+    }
+
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(PoolLink::notify(self, n))
+    }
+
+    fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(PoolLink::respond(self, endpoint, id, body))
+    }
+
+    fn init_result(&self) -> Option<Arc<InitResult>> {
+        PoolLink::init_result(self)
+    }
+
+    fn subscribe(&self, key: u64, sink: EventSink) {
+        PoolLink::subscribe(self, key, sink);
+    }
+
+    fn unsubscribe(&self, key: u64) {
+        PoolLink::unsubscribe(self, key);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(PoolLink::close(self))
     }
 }
 

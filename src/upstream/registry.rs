@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use super::http::HttpLink;
 use super::pool::{HttpPool, PoolLink};
-use super::service::UpstreamService;
 use super::settings::UpstreamSettings;
 use super::stdio::{StdioLink, StdioUpstream};
-use super::{InitParams, Link, UpstreamError};
+use crate::call::{Link, UpstreamError, UpstreamService};
+use crate::mcp::init::InitParams;
 
 /// How an upstream is reached.
-pub enum Transport {
+pub enum Connector {
     /// Streamable HTTP: one upstream session per client session (per endpoint).
     Http(Arc<HttpPool>),
     /// A child process shared by every client session.
@@ -26,7 +26,7 @@ pub struct UpstreamHandle {
     /// Its name.
     pub name: Arc<str>,
     /// How it is reached.
-    pub transport: Transport,
+    pub connector: Connector,
     /// Its settings (defaults with per-upstream overrides applied) and tool catalog.
     pub policy: UpstreamSettings,
     /// The request stack in front of it.
@@ -37,23 +37,25 @@ impl UpstreamHandle {
     /// Opens (or, for a shared process, joins) a session with the upstream on behalf of a
     /// client session whose client declared `init`.
     pub async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
-        match &self.transport {
-            Transport::Http(pool) if pool.len() > 1 => {
-                PoolLink::connect(Arc::clone(pool), init.clone()).await.map(Link::Pool)
+        match &self.connector {
+            Connector::Http(pool) if pool.len() > 1 => {
+                let link: Link = PoolLink::connect(Arc::clone(pool), init.clone()).await?;
+                Ok(link)
             }
-            Transport::Http(pool) => {
+            Connector::Http(pool) => {
                 let Some(up) = pool.first() else { return Err(UpstreamError::Connect("no endpoint".into())) };
                 let connect = HttpLink::connect(Arc::clone(up), init.clone());
                 match tokio::time::timeout(self.policy.timeouts.connect, connect).await {
-                    Ok(link) => link.map(Link::Http),
+                    Ok(link) => link.map(|l| -> Link { l }),
                     Err(_) => Err(UpstreamError::Handshake("no answer to initialize in time".into())),
                 }
             }
-            Transport::SharedStdio(link) => {
+            Connector::SharedStdio(link) => {
                 link.wait_ready().await?;
-                Ok(Link::Stdio(Arc::clone(link)))
+                let link: Link = Arc::clone(link) as Link;
+                Ok(link)
             }
-            Transport::PerSessionStdio(up, processes) => {
+            Connector::PerSessionStdio(up, processes) => {
                 let Ok(permit) = Arc::clone(processes).try_acquire_owned() else {
                     return Err(UpstreamError::NotRunning(format!(
                         "all processes of upstream '{}' are in use by other sessions",
@@ -62,22 +64,22 @@ impl UpstreamHandle {
                 };
                 let link = StdioLink::start(Arc::clone(up), init.clone(), true).await?;
                 link.hold(permit);
-                Ok(Link::Stdio(link))
+                Ok(link)
             }
         }
     }
 
     /// Whether the link is shared by every session (and must not be closed with one).
     pub fn is_shared(&self) -> bool {
-        matches!(self.transport, Transport::SharedStdio(_))
+        matches!(self.connector, Connector::SharedStdio(_))
     }
 
     /// A short description of the transport for status pages.
     pub fn kind(&self) -> &'static str {
-        match self.transport {
-            Transport::Http(_) => "http",
-            Transport::SharedStdio(_) => "stdio-shared",
-            Transport::PerSessionStdio(..) => "stdio-per-session",
+        match self.connector {
+            Connector::Http(_) => "http",
+            Connector::SharedStdio(_) => "stdio-shared",
+            Connector::PerSessionStdio(..) => "stdio-per-session",
         }
     }
 }

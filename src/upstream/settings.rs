@@ -90,8 +90,14 @@ pub struct ToolInfo {
 /// Tools of one upstream, learnt from the `tools/list` results that pass through.
 #[derive(Debug, Default)]
 pub struct ToolCatalog {
-    tools: std::sync::RwLock<HashMap<String, Arc<ToolInfo>>>,
+    tools: parking_lot::RwLock<HashMap<String, Arc<ToolInfo>>>,
+    /// When seawall last listed the tools itself (to learn an unknown tool's schema).
+    refreshed: parking_lot::Mutex<Option<tokio::time::Instant>>,
 }
+
+/// Shortest interval between two listings seawall makes itself for one upstream, so
+/// calls of tools that do not exist cannot turn into a stream of `tools/list` requests.
+const REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Most tools remembered per upstream.
 const MAX_TOOLS: usize = 4096;
@@ -125,7 +131,7 @@ impl ToolCatalog {
     /// Learns from one page of a `tools/list` result.
     pub fn learn(&self, result: &RawValue) {
         let Ok(list) = serde_json::from_str::<ListView>(result.get()) else { return };
-        let mut tools = self.tools.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tools = self.tools.write();
         for t in list.tools {
             if tools.len() >= MAX_TOOLS && !tools.contains_key(&t.name) {
                 break;
@@ -145,9 +151,21 @@ impl ToolCatalog {
         }
     }
 
+    /// Claims the right to list the upstream's tools now; `false` if that happened less
+    /// than the refresh interval ago.
+    pub fn begin_refresh(&self) -> bool {
+        let mut last = self.refreshed.lock();
+        let now = tokio::time::Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < REFRESH_INTERVAL) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
     /// A tool, if listed.
     pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
-        self.tools.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+        self.tools.read().get(name).cloned()
     }
 }
 

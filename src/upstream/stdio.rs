@@ -16,12 +16,18 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Call, EventSink, InitParams, InitResult, LinkShared, Reply, UpstreamError, UpstreamEvent, fresh_id, lock};
+use parking_lot::Mutex;
+
+use super::LinkShared;
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, UpstreamEvent, fresh_id};
 use crate::jsonrpc::{self, Id, Message, Notification};
+use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
 
-/// A process that stays up this long is considered healthy: its restart backoff resets.
-const HEALTHY_AFTER: Duration = Duration::from_secs(10);
+/// A process that served this long after its handshake was healthy: the next restart
+/// comes after the base delay, not a longer one. Only a process that keeps dying before
+/// or right after its handshake backs off further.
+const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 /// Longest stderr line logged; the rest is cut.
 const MAX_STDERR_LINE: usize = 8 * 1024;
 
@@ -62,7 +68,7 @@ enum ProcState {
 /// One running child process.
 struct Proc {
     stdin: mpsc::Sender<String>,
-    pending: std::sync::Mutex<HashMap<Id, Pending>>,
+    pending: Mutex<HashMap<Id, Pending>>,
     init: Arc<InitResult>,
 }
 
@@ -83,7 +89,7 @@ pub struct StdioLink {
     closing: AtomicBool,
     closed_tx: watch::Sender<bool>,
     /// A slot of the upstream's process budget, released when the link goes.
-    permit: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 impl StdioLink {
@@ -97,7 +103,7 @@ impl StdioLink {
             state: watch::channel(ProcState::Starting).0,
             closing: AtomicBool::new(false),
             closed_tx: watch::channel(false).0,
-            permit: std::sync::Mutex::new(None),
+            permit: Mutex::new(None),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -111,7 +117,7 @@ impl StdioLink {
         offers_client_features: bool,
     ) -> Result<Arc<StdioLink>, UpstreamError> {
         let link = StdioLink::spawn(up, init_params, offers_client_features);
-        match link.ready().await {
+        match link.ready(link.up.connect_timeout).await {
             Ok(_) => Ok(link),
             Err(e) => {
                 link.close().await;
@@ -122,38 +128,12 @@ impl StdioLink {
 
     /// Keeps a slot of the upstream's process budget until the link is closed.
     pub fn hold(&self, permit: tokio::sync::OwnedSemaphorePermit) {
-        *lock(&self.permit) = Some(permit);
+        *self.permit.lock() = Some(permit);
     }
 
     /// Waits until the process is running and initialised (up to the connect timeout).
     pub async fn wait_ready(&self) -> Result<(), UpstreamError> {
-        self.ready().await.map(|_| ())
-    }
-
-    /// A link with no process behind it, for unit tests of layers above.
-    #[cfg(test)]
-    pub fn detached_for_tests() -> Arc<StdioLink> {
-        Arc::new(StdioLink {
-            up: Arc::new(StdioUpstream {
-                name: Arc::from("test"),
-                program: PathBuf::from("/nonexistent"),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-                cwd: None,
-                restart_base: Duration::from_secs(1),
-                restart_max: Duration::from_secs(1),
-                shutdown_grace: Duration::from_millis(10),
-                max_line_bytes: 1024,
-                connect_timeout: Duration::from_millis(10),
-            }),
-            shared: LinkShared::default(),
-            init_params: InitParams::gateway_own(),
-            offers_client_features: false,
-            state: watch::channel(ProcState::Closed).0,
-            closing: AtomicBool::new(true),
-            closed_tx: watch::channel(true).0,
-            permit: std::sync::Mutex::new(None),
-        })
+        self.ready(self.up.connect_timeout).await.map(|_| ())
     }
 
     /// The process's initialize result, while it runs.
@@ -164,8 +144,9 @@ impl StdioLink {
         }
     }
 
-    /// Waits for a running, initialised process.
-    async fn ready(&self) -> Result<Arc<Proc>, UpstreamError> {
+    /// Waits for a running, initialised process, at most `limit` (a process being
+    /// restarted is waited for, so a crash costs the calls that arrive meanwhile only time).
+    async fn ready(&self, limit: Duration) -> Result<Arc<Proc>, UpstreamError> {
         let mut rx = self.state.subscribe();
         let wait = async {
             loop {
@@ -181,7 +162,7 @@ impl StdioLink {
                 }
             }
         };
-        match tokio::time::timeout(self.up.connect_timeout, wait).await {
+        match tokio::time::timeout(limit, wait).await {
             Ok(r) => r,
             Err(_) => Err(UpstreamError::NotRunning(match &*self.state.borrow() {
                 ProcState::Down(why) => why.clone(),
@@ -191,15 +172,16 @@ impl StdioLink {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn call(self: &Arc<Self>, call: Call) -> Result<Reply, UpstreamError> {
-        let proc = self.ready().await?;
-        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.related.clone()));
+    pub async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        let wait = call.attempt_deadline.unwrap_or_else(|| call.clock.deadline());
+        let proc = self.ready(wait.saturating_duration_since(tokio::time::Instant::now())).await?;
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let id = fresh_id();
         let (tx, rx) = oneshot::channel();
-        lock(&proc.pending).insert(id.clone(), Pending { tx, related: call.related.clone() });
+        proc.pending.lock().insert(id.clone(), Pending { tx, related: call.events.clone() });
         let line = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
         if proc.stdin.send(line).await.is_err() {
-            lock(&proc.pending).remove(&id);
+            proc.pending.lock().remove(&id);
             return Err(UpstreamError::NotRunning("the upstream process is exiting".into()));
         }
         let mut guard = CancelGuard { proc: Arc::downgrade(&proc), id, armed: true };
@@ -210,14 +192,14 @@ impl StdioLink {
 
     /// Sends a notification.
     pub async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
-        let proc = self.ready().await?;
+        let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_notification(&n.method, n.params.as_deref());
         proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
 
     /// Answers a server-initiated request.
     pub async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
-        let proc = self.ready().await?;
+        let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_reply(Some(&id), &body);
         proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
@@ -229,11 +211,41 @@ impl StdioLink {
         let mut rx = self.state.subscribe();
         let grace = self.up.shutdown_grace * 2 + Duration::from_secs(1);
         let _ = tokio::time::timeout(grace, rx.wait_for(|s| matches!(s, ProcState::Closed))).await;
-        lock(&self.permit).take();
+        self.permit.lock().take();
     }
 
     fn set_state(&self, state: ProcState) {
         self.state.send_replace(state);
+    }
+}
+
+impl Transport for StdioLink {
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>> {
+        Box::pin(self.call(call))
+    }
+
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(StdioLink::notify(self, n))
+    }
+
+    fn respond(&self, _endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(StdioLink::respond(self, id, body))
+    }
+
+    fn init_result(&self) -> Option<Arc<InitResult>> {
+        StdioLink::init_result(self)
+    }
+
+    fn subscribe(&self, key: u64, sink: EventSink) {
+        self.shared.fanout.subscribe(key, sink);
+    }
+
+    fn unsubscribe(&self, key: u64) {
+        self.shared.fanout.unsubscribe(key);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(StdioLink::close(self))
     }
 }
 
@@ -273,10 +285,10 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
             return;
         }
     };
-    let started = Instant::now();
     let pid = child.id();
     tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
     link.set_state(ProcState::Ready(Arc::clone(&proc)));
+    let started = Instant::now();
     let mut closed = link.closed_tx.subscribe();
     let status = tokio::select! {
         status = child.wait() => Some(status),
@@ -302,7 +314,7 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
 
 /// Fails every in-flight call of a dead process (their senders are dropped).
 fn fail_pending(proc: &Proc) {
-    lock(&proc.pending).clear();
+    proc.pending.lock().clear();
 }
 
 /// Close stdin, wait; SIGTERM, wait; SIGKILL.
@@ -352,7 +364,7 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     let init = tokio::time::timeout(up.connect_timeout, read_init_answer(up, &mut stdout, &id))
         .await
         .map_err(|_| UpstreamError::Handshake("no answer to initialize in time".into()))??;
-    let proc = Arc::new(Proc { stdin: stdin_tx, pending: std::sync::Mutex::new(HashMap::new()), init: Arc::new(init) });
+    let proc = Arc::new(Proc { stdin: stdin_tx, pending: Mutex::new(HashMap::new()), init: Arc::new(init) });
     let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
     proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited)?;
     tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
@@ -418,7 +430,7 @@ fn max_line(link: &Weak<StdioLink>) -> usize {
 
 fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
     match msg {
-        Message::Response(r) => match lock(&proc.pending).remove(&r.id) {
+        Message::Response(r) => match proc.pending.lock().remove(&r.id) {
             Some(p) => {
                 let _ = p.tx.send(r.body);
             }
@@ -442,7 +454,7 @@ fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
             // stdio has no per-request streams: a request made while exactly one call is
             // in flight belongs with that call; otherwise it goes to the session.
             let sole: Option<EventSink> = {
-                let pending = lock(&proc.pending);
+                let pending = proc.pending.lock();
                 if pending.len() == 1 { pending.values().next().map(|p| p.related.clone()) } else { None }
             };
             let event = UpstreamEvent::Request(r);
@@ -550,7 +562,7 @@ impl Drop for CancelGuard {
         let Some(proc) = self.proc.upgrade() else {
             return;
         };
-        lock(&proc.pending).remove(&self.id);
+        proc.pending.lock().remove(&self.id);
         if self.armed {
             let params = meta::cancelled_params(&self.id, "cancelled by the gateway");
             let line = jsonrpc::encode_notification(method::CANCELLED, Some(&params));

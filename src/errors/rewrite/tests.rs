@@ -4,7 +4,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::upstream::UpstreamError;
+use crate::call::UpstreamError;
+
+/// What the client sees for an upstream's reply, read as the stack reads it.
+fn reply(r: &Rewriter, upstream: &str, method: &str, tool: Option<&str>, info: Option<&ToolInfo>, reply: Reply) -> Reply {
+    r.upstream_reply(upstream, method, tool, info, Answer::parse(reply, method == "tools/call"))
+}
 
 const SECRETS: &[&str] =
     &["sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c", "/home/deploy", "10.0.3.7", "File \"", "line 3", "eyJhbGci"];
@@ -30,7 +35,7 @@ fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
     assert!(result.get().contains("timed out after 2 s; the outcome is unknown"));
     let err = r.failure(&timeout, None).unwrap_err();
     assert!(err.get().starts_with(r#"{"code":-32001,"message":"Request timed out""#));
-    let io = GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io(RAW_TRACE.into()) };
+    let io = GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io(RAW_TRACE.into()), endpoint: None };
     leak_free(r.failure(&io, None).unwrap_err().get());
     leak_free(r.failure(&io, Some("t")).unwrap().get());
     let errors_mode = Rewriter::new(ErrorsConfig { tool_failures: Report::Error, ..ErrorsConfig::default() });
@@ -41,10 +46,10 @@ fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
 fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
     let r = Rewriter::new(ErrorsConfig::default());
     let internal = raw(json!({"code": -32603, "message": RAW_TRACE, "data": RAW_TRACE}));
-    let as_tool = r.upstream_reply("u", "tools/call", Some("u__fail"), None, Err(internal.clone())).unwrap();
+    let as_tool = reply(&r, "u", "tools/call", Some("u__fail"), None, Err(internal.clone())).unwrap();
     assert!(as_tool.get().contains("reported an internal error") && as_tool.get().contains("correlation id"));
     leak_free(as_tool.get());
-    let as_read = r.upstream_reply("u", "resources/read", None, None, Err(internal)).unwrap_err();
+    let as_read = reply(&r, "u", "resources/read", None, None, Err(internal)).unwrap_err();
     let v: Value = serde_json::from_str(as_read.get()).unwrap();
     assert_eq!(v["code"], -32603);
     assert_eq!(v["message"], "Internal error in upstream 'u'");
@@ -52,14 +57,14 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
 
     let unknown_code = raw(json!({"code": 42, "message": "weird \u{1b}[31mred"}));
     let v: Value =
-        serde_json::from_str(r.upstream_reply("u", "prompts/get", None, None, Err(unknown_code)).unwrap_err().get())
+        serde_json::from_str(reply(&r, "u", "prompts/get", None, None, Err(unknown_code)).unwrap_err().get())
             .unwrap();
     assert_eq!(v["code"], -32603);
 
     let invalid = raw(
         json!({"code": -32602, "message": format!("bad argument \u{1b}[31mé {RAW_TRACE}"), "data": {"path": "/home/deploy/x"}}),
     );
-    let text = r.upstream_reply("u", "tools/call", Some("t"), None, Err(invalid)).unwrap_err();
+    let text = reply(&r, "u", "tools/call", Some("t"), None, Err(invalid)).unwrap_err();
     let v: Value = serde_json::from_str(text.get()).unwrap();
     assert_eq!(v["code"], -32602);
     let message = v["message"].as_str().unwrap();
@@ -70,7 +75,7 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
     let missing =
         raw(json!({"code": -32002, "message": "Resource not found", "data": {"uri": "file:///home/deploy/secret"}}));
     let v: Value =
-        serde_json::from_str(r.upstream_reply("u", "resources/read", None, None, Err(missing)).unwrap_err().get())
+        serde_json::from_str(reply(&r, "u", "resources/read", None, None, Err(missing)).unwrap_err().get())
             .unwrap();
     assert_eq!(v["code"], -32002);
     assert!(v["data"]["uri"].is_string());
@@ -80,12 +85,12 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
 fn is_error_texts_are_scrubbed_and_other_results_untouched() {
     let r = Rewriter::new(ErrorsConfig::default());
     let failed = raw(json!({"content": [{"type": "text", "text": RAW_TRACE}], "isError": true}));
-    let out = r.upstream_reply("u", "tools/call", Some("t"), None, Ok(failed)).unwrap();
+    let out = reply(&r, "u", "tools/call", Some("t"), None, Ok(failed)).unwrap();
     assert!(out.get().contains("ConnectionRefusedError"), "the headline survives: {}", out.get());
     leak_free(out.get());
     let fine = raw(json!({"content": [{"type": "text", "text": "/home/deploy is fine here"}], "extra": 1.50}));
     let text = fine.get().to_owned();
-    assert_eq!(r.upstream_reply("u", "tools/call", Some("t"), None, Ok(fine)).unwrap().get(), text);
+    assert_eq!(reply(&r, "u", "tools/call", Some("t"), None, Ok(fine)).unwrap().get(), text);
 }
 
 #[test]
@@ -111,11 +116,11 @@ fn arguments_and_structured_output_are_checked_against_the_schemas() {
     assert!(r.check_arguments("t", None, Some(&json!({"a": "x"}))).is_ok(), "no schema known: not checked");
 
     let good = raw(json!({"content": [], "structuredContent": {"sum": 3}}));
-    assert!(r.upstream_reply("u", "tools/call", Some("t"), Some(&info), Ok(good)).unwrap().get().contains("\"sum\":3"));
+    assert!(reply(&r, "u", "tools/call", Some("t"), Some(&info), Ok(good)).unwrap().get().contains("\"sum\":3"));
     let bad = raw(
         json!({"content": [], "structuredContent": {"sum": "three", "secret": "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"}}),
     );
-    let out = r.upstream_reply("u", "tools/call", Some("t"), Some(&info), Ok(bad)).unwrap();
+    let out = reply(&r, "u", "tools/call", Some("t"), Some(&info), Ok(bad)).unwrap();
     assert!(out.get().contains("\"isError\":true") && !out.get().contains("three"));
     leak_free(out.get());
 }

@@ -1,31 +1,28 @@
-//! The permits of one admitted call, and the drop guard that still counts the call when
-//! its future is dropped before it finishes.
+//! The permits of one admitted call. A call whose future is dropped unfinished was
+//! cancelled (timeouts arrive as results from the attempt layer below), so its permits
+//! go back uncounted.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::classify::{self, Cause};
+use super::classify::{self, Verdict};
 use super::state::Permit;
-use crate::errors::GatewayError;
-use crate::upstream::Reply;
-use crate::upstream::service::CallCtx;
+use crate::call::{Answer, GatewayError, Health};
 
 /// Leave from the upstream's breaker and, for a `tools/call`, from the tool's.
 #[derive(Debug)]
 pub(super) struct Admission {
     upstream: Option<Permit>,
     tool: Option<Permit>,
-    ctx: Arc<CallCtx>,
     started: Instant,
     slow_call: Duration,
 }
 
 impl Admission {
     /// Starts timing the call now.
-    pub fn new(upstream: Permit, tool: Option<Permit>, ctx: Arc<CallCtx>, slow_call: Duration) -> Admission {
-        Admission { upstream: Some(upstream), tool, ctx, started: Instant::now(), slow_call }
+    pub fn new(upstream: Permit, tool: Option<Permit>, slow_call: Duration) -> Admission {
+        Admission { upstream: Some(upstream), tool, started: Instant::now(), slow_call }
     }
 
     /// Whether either breaker is half-open and this call is its probe.
@@ -34,17 +31,17 @@ impl Admission {
     }
 
     /// Records how the call ended on both breakers.
-    pub fn finish(mut self, result: &Result<Reply, GatewayError>) {
-        self.settle(Cause::of(result));
+    pub fn finish(mut self, result: &Result<Answer, GatewayError>) {
+        self.settle(classify::health(result));
     }
 
-    fn settle(&mut self, cause: Cause) {
+    fn settle(&mut self, health: Health) {
         let Some(upstream) = self.upstream.take() else { return };
         let slow = self.started.elapsed() > self.slow_call;
         match self.tool.take() {
-            None => upstream.record(cause.verdict(slow)),
+            None => upstream.record(Verdict::of(health, slow)),
             Some(tool) => {
-                let (on_upstream, on_tool) = classify::split(cause, slow, upstream.is_probe());
+                let (on_upstream, on_tool) = classify::split(health, slow, upstream.is_probe());
                 upstream.record(on_upstream);
                 tool.record(on_tool);
             }
@@ -53,11 +50,10 @@ impl Admission {
 }
 
 impl Drop for Admission {
-    /// The call's future was dropped unfinished: the request context says why.
+    /// Dropped unfinished: cancelled, which says nothing about health.
     fn drop(&mut self) {
         if self.upstream.is_some() {
-            let cause = Cause::abandoned(self.ctx.abandoned(), self.ctx.remaining().is_zero());
-            self.settle(cause);
+            self.settle(Health::Irrelevant);
         }
     }
 }

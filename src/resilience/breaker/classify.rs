@@ -1,16 +1,11 @@
-//! What a finished (or abandoned) call says about the health of the upstream and of the
-//! tool it called. Decided here, once, by error type and JSON-RPC error code; the state
-//! machine only counts.
+//! How a finished call counts on the breakers that saw it. What a failure says about
+//! health is decided once, by [`crate::call::GatewayError::class`] and
+//! [`crate::call::Answer::health`]; this module only splits it between the upstream's
+//! breaker and the tool's.
 
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
-use crate::errors::GatewayError;
-use crate::jsonrpc::code;
-use crate::upstream::service::Abandon;
-use crate::upstream::{Reply, UpstreamError};
+use crate::call::{Answer, GatewayError, Health};
 
 /// How one call counts on a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,148 +32,57 @@ impl Verdict {
     pub fn new(outcome: Outcome) -> Verdict {
         Verdict { outcome, slow: false }
     }
-}
 
-/// Why a call ended the way it did, as far as breakers care.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// The upstream answered: a result (`isError` results included: the tool ran and
-    /// answered) or an error the request caused (-32600, -32601, -32602, -32002, 4xx).
-    Answered,
-    /// The upstream answered with an error of its own: -32603, or a server error in
-    /// -32099..=-32000 other than -32002 (-32001, a timeout, included).
-    FailedAnswer,
-    /// The upstream could not be reached, or its connection or protocol broke
-    /// (connect, spawn, handshake, I/O, process exit, HTTP 5xx, invalid MCP).
-    Unreachable,
-    /// No answer in time: a deadline or probe timeout.
-    NoAnswer,
-    /// Not about the upstream's health: cancelled by the client, refused by seawall,
-    /// rate-limited (HTTP 429), an oversized answer.
-    Irrelevant,
-}
-
-impl Cause {
-    /// The cause of a finished call.
-    pub fn of(result: &Result<Reply, GatewayError>) -> Cause {
-        match result {
-            Ok(Ok(_)) => Cause::Answered,
-            Ok(Err(error)) => answer_cause(error),
-            Err(e) => error_cause(e),
-        }
-    }
-
-    /// The cause of a call whose future was dropped before it finished: a client
-    /// cancellation is not the upstream's fault, an expired deadline is. A drop with no
-    /// reason recorded counts as an expired deadline only when the deadline has passed.
-    pub fn abandoned(why: Abandon, deadline_passed: bool) -> Cause {
-        match why {
-            Abandon::ClientCancelled => Cause::Irrelevant,
-            Abandon::DeadlineExpired => Cause::NoAnswer,
-            Abandon::None if deadline_passed => Cause::NoAnswer,
-            Abandon::None => Cause::Irrelevant,
-        }
-    }
-
-    /// How the cause counts when one breaker sees the call.
-    pub fn outcome(self) -> Outcome {
-        match self {
-            Cause::Answered => Outcome::Success,
-            Cause::FailedAnswer | Cause::Unreachable | Cause::NoAnswer => Outcome::Failure,
-            Cause::Irrelevant => Outcome::Ignored,
-        }
-    }
-
-    /// The verdict when one breaker sees the call; `slow` is dropped for ignored calls.
-    pub fn verdict(self, slow: bool) -> Verdict {
-        let outcome = self.outcome();
+    /// The verdict of a breaker that sees every call; `slow` is dropped for ignored calls.
+    pub fn of(health: Health, slow: bool) -> Verdict {
+        let outcome = match health {
+            Health::Answered => Outcome::Success,
+            Health::FailedAnswer | Health::Unreachable | Health::NoAnswer => Outcome::Failure,
+            Health::Crashed | Health::Irrelevant => Outcome::Ignored,
+        };
         Verdict { outcome, slow: slow && outcome != Outcome::Ignored }
+    }
+}
+
+/// What a finished call says about health.
+pub fn health(result: &Result<Answer, GatewayError>) -> Health {
+    match result {
+        Ok(answer) => answer.health(),
+        Err(e) => e.class().health,
     }
 }
 
 /// How a finished call counts on a breaker that sees every call: its outcome, and
 /// whether it took longer than `slow`.
-pub fn outcome(result: &Result<Reply, GatewayError>, elapsed: Duration, slow: Duration) -> Verdict {
-    Cause::of(result).verdict(elapsed > slow)
+pub fn outcome(result: &Result<Answer, GatewayError>, elapsed: Duration, slow: Duration) -> Verdict {
+    Verdict::of(health(result), elapsed > slow)
 }
 
 /// How a `tools/call` counts on the upstream's breaker and on the tool's, when both see
 /// it. Each failure counts once, on the breaker it says something about, so that one
 /// broken tool does not open the whole upstream:
 ///
-/// | cause          | upstream                  | tool           |
+/// | health         | upstream                  | tool           |
 /// |----------------|---------------------------|----------------|
 /// | `Answered`     | success (never slow)      | success (slow?) |
 /// | `FailedAnswer` | success: it answered      | failure        |
+/// | `Crashed`      | ignored: it is restarted  | failure        |
 /// | `Unreachable`  | failure                   | ignored        |
 /// | `NoAnswer`     | ignored; failure if probe | failure        |
 /// | `Irrelevant`   | ignored                   | ignored        |
 ///
 /// A half-open upstream whose probe got no answer in time has failed its probe, whatever
 /// tool it went to. Returns `(upstream, tool)`.
-pub fn split(cause: Cause, slow: bool, upstream_probing: bool) -> (Verdict, Verdict) {
+pub fn split(health: Health, slow: bool, upstream_probing: bool) -> (Verdict, Verdict) {
     use Outcome::{Failure, Ignored, Success};
-    let (upstream, tool) = match cause {
-        Cause::Answered => (Success, Success),
-        Cause::FailedAnswer => (Success, Failure),
-        Cause::Unreachable => (Failure, Ignored),
-        Cause::NoAnswer if upstream_probing => (Failure, Failure),
-        Cause::NoAnswer => (Ignored, Failure),
-        Cause::Irrelevant => (Ignored, Ignored),
+    let (upstream, tool) = match health {
+        Health::Answered => (Success, Success),
+        Health::FailedAnswer => (Success, Failure),
+        Health::Crashed => (Ignored, Failure),
+        Health::Unreachable => (Failure, Ignored),
+        Health::NoAnswer if upstream_probing => (Failure, Failure),
+        Health::NoAnswer => (Ignored, Failure),
+        Health::Irrelevant => (Ignored, Ignored),
     };
     (Verdict::new(upstream), Verdict { outcome: tool, slow: slow && tool != Ignored })
-}
-
-fn error_cause(e: &GatewayError) -> Cause {
-    match e {
-        GatewayError::Upstream { source, .. } => match source {
-            UpstreamError::HttpStatus { status, .. } => status_cause(*status),
-            UpstreamError::TooLarge { .. } => Cause::Irrelevant,
-            UpstreamError::Connect(_)
-            | UpstreamError::NotRunning(_)
-            | UpstreamError::Handshake(_)
-            | UpstreamError::Io(_)
-            | UpstreamError::ProcessExited
-            | UpstreamError::Protocol(_)
-            | UpstreamError::SessionLost(_) => Cause::Unreachable,
-        },
-        GatewayError::Unavailable { .. } => Cause::Unreachable,
-        GatewayError::Timeout { .. } => Cause::NoAnswer,
-        GatewayError::InvalidParams(_)
-        | GatewayError::MethodNotFound(_)
-        | GatewayError::UnknownTool(_)
-        | GatewayError::UnknownPrompt(_)
-        | GatewayError::ResourceNotFound(_)
-        | GatewayError::Cancelled
-        | GatewayError::CircuitOpen { .. }
-        | GatewayError::Overloaded { .. }
-        | GatewayError::Internal(_) => Cause::Irrelevant,
-    }
-}
-
-fn status_cause(status: u16) -> Cause {
-    match status {
-        500..=599 => Cause::Unreachable,
-        // The upstream asks us to slow down; the retry layer honours it. Counting it would
-        // turn rate limiting into an outage.
-        429 => Cause::Irrelevant,
-        _ => Cause::Answered,
-    }
-}
-
-fn answer_cause(error: &RawValue) -> Cause {
-    #[derive(Deserialize)]
-    struct ErrorCode {
-        code: i64,
-    }
-    match serde_json::from_str::<ErrorCode>(error.get()) {
-        Ok(ErrorCode { code: code::INTERNAL_ERROR }) => Cause::FailedAnswer,
-        Ok(ErrorCode { code: code::RESOURCE_NOT_FOUND }) => Cause::Answered,
-        Ok(ErrorCode { code: -32099..=-32000 }) => Cause::FailedAnswer,
-        // We cancelled it: says nothing about the upstream.
-        Ok(ErrorCode { code: code::REQUEST_CANCELLED }) => Cause::Irrelevant,
-        Ok(_) => Cause::Answered,
-        // An error object without a numeric code breaks the protocol.
-        Err(_) => Cause::FailedAnswer,
-    }
 }

@@ -5,7 +5,7 @@
 //! closes the breaker or opens it again for longer.
 //!
 //! - [`state`]: the state machine of one breaker ([`Breaker`], [`Permit`]).
-//! - [`classify`]: what a finished or abandoned call says about health.
+//! - [`classify`]: how a finished call counts on the upstream's breaker and the tool's.
 //! - [`registry`]: every breaker of the gateway ([`Breakers`]).
 //! - this module and [`layer`]: the tower [`Service`] and [`Layer`](tower::Layer).
 //!
@@ -31,7 +31,7 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
-pub use classify::{Cause, Outcome, Verdict};
+pub use classify::{Outcome, Verdict};
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
 pub use state::{Breaker, BreakerKey, Permit, State};
@@ -39,10 +39,8 @@ pub use transition::{Listener, Reason};
 
 use admission::Admission;
 
+use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::config::BreakerConfig;
-use crate::errors::GatewayError;
-use crate::upstream::Reply;
-use crate::upstream::service::{CallFuture, UpstreamCall};
 
 /// Refuses calls while their upstream's or tool's breaker is open, bounds probes by
 /// `probe_timeout`, and counts how every admitted call ends.
@@ -72,16 +70,16 @@ impl<S> CircuitBreaker<S> {
             },
             None => None,
         };
-        Ok(Admission::new(upstream, tool, Arc::clone(&req.ctx), self.cfg.slow_call))
+        Ok(Admission::new(upstream, tool, self.cfg.slow_call))
     }
 }
 
 impl<S> Service<UpstreamCall> for CircuitBreaker<S>
 where
-    S: Service<UpstreamCall, Response = Reply, Error = GatewayError>,
+    S: Service<UpstreamCall, Response = Answer, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Answer;
     type Error = GatewayError;
     type Future = CallFuture;
 
@@ -101,7 +99,7 @@ where
             let result = match probe_timeout {
                 Some(after) => match tokio::time::timeout(after, fut).await {
                     Ok(result) => result,
-                    Err(_elapsed) => Err(GatewayError::Timeout { upstream, after }),
+                    Err(_elapsed) => Err(GatewayError::AttemptTimeout { upstream, after, endpoint: None }),
                 },
                 None => fut.await,
             };

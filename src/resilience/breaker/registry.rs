@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::state::{Breaker, BreakerKey, State};
 use super::transition::Listener;
@@ -150,11 +152,11 @@ impl Breakers {
         })
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, UpstreamBreakers>> {
-        self.upstreams.read().unwrap_or_else(PoisonError::into_inner)
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, UpstreamBreakers>> {
+        self.upstreams.read()
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, UpstreamBreakers>> {
-        self.upstreams.write().unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, UpstreamBreakers>> {
+        self.upstreams.write()
     }
 }

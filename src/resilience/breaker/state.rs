@@ -11,9 +11,10 @@
 //! before an outage cannot close a breaker, nor one started before recovery reopen it.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -21,7 +22,6 @@ use super::classify::{Outcome, Verdict};
 use super::transition::{Listener, Reason, Transition};
 use super::window::Window;
 use crate::config::BreakerConfig;
-use crate::upstream::lock;
 
 /// Which breaker: an upstream's own (`tool: None`) or one of its tools'.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,7 +78,7 @@ pub struct Breaker {
 
 impl fmt::Debug for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Breaker").field("key", &self.key).field("state", &lock(&self.inner).state()).finish()
+        f.debug_struct("Breaker").field("key", &self.key).field("state", &self.inner.lock().state()).finish()
     }
 }
 
@@ -96,7 +96,7 @@ impl Breaker {
     /// The current state (an open breaker whose break is over is half-open).
     pub fn state(&self) -> State {
         let (state, change) = {
-            let mut inner = lock(&self.inner);
+            let mut inner = self.inner.lock();
             let change = inner.refresh(Instant::now());
             (inner.state(), change)
         };
@@ -113,7 +113,7 @@ impl Breaker {
     pub fn try_acquire(self: &Arc<Self>) -> Result<Permit, Duration> {
         let now = Instant::now();
         let (admitted, change) = {
-            let mut inner = lock(&self.inner);
+            let mut inner = self.inner.lock();
             let change = inner.refresh(now);
             (inner.admit(now).map(|probe| (probe, inner.epoch)), change)
         };
@@ -125,7 +125,7 @@ impl Breaker {
     /// Applies new settings (after a configuration reload), keeping the state. A new
     /// window length starts an empty window.
     pub fn reconfigure(&self, cfg: BreakerConfig) {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         if inner.cfg.window != cfg.window {
             inner.window = Window::new(cfg.window, Instant::now());
         }
@@ -135,7 +135,7 @@ impl Breaker {
     fn settle(&self, permit: &Permit, verdict: Verdict) {
         let now = Instant::now();
         let took = now.saturating_duration_since(permit.acquired);
-        let change = lock(&self.inner).settle(now, permit.epoch, permit.probe, took, verdict);
+        let change = self.inner.lock().settle(now, permit.epoch, permit.probe, took, verdict);
         self.report(change);
     }
 

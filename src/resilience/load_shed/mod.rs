@@ -10,10 +10,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
+use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::config::ConcurrencyConfig;
-use crate::errors::GatewayError;
-use crate::upstream::Reply;
-use crate::upstream::service::{CallFuture, UpstreamCall};
 
 /// The slots and queue of one upstream.
 #[derive(Debug)]
@@ -92,10 +90,10 @@ pub struct LoadShed<S> {
 
 impl<S> Service<UpstreamCall> for LoadShed<S>
 where
-    S: Service<UpstreamCall, Response = Reply, Error = GatewayError> + Clone + Send + 'static,
+    S: Service<UpstreamCall, Response = Answer, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Answer;
     type Error = GatewayError;
     type Future = CallFuture;
 

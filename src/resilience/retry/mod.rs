@@ -1,10 +1,14 @@
 //! Retries of idempotent requests, bounded by a budget and by the request's deadline.
 //!
 //! A failed attempt is retried when [`policy::verdict`] allows it, nothing of its answer
-//! has reached the client, the per-upstream [`TpsBudget`] has room (so retries cannot
-//! multiply load during an outage: a dead upstream sees at most about
-//! `1 + budget_percent/100` times the offered load), and the deadline leaves room for the
-//! backoff. Every retry is a new upstream request with a new id (the link mints them).
+//! has reached the client, the per-upstream [`TpsBudget`] has room, and the deadline
+//! leaves room for the backoff. Every retry is a new upstream request with a new id (the
+//! link mints them), sent to an endpoint the request has not tried yet.
+//!
+//! The budget bounds what an outage costs: over any 10 s, an upstream that fails every
+//! attempt sees at most `N · (1 + budget_percent/100) + 10 · budget_min_per_sec`
+//! attempts for `N` requests (and never more than `max_attempts · N`). With the defaults
+//! (20 %, 1/s) that is 130 attempts for 100 requests, 1,210 for 1,000.
 
 pub mod backoff;
 pub mod policy;
@@ -16,11 +20,9 @@ use std::time::Duration;
 use tower::retry::budget::{Budget, TpsBudget};
 use tower::{Layer, Service, ServiceExt};
 
+use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::config::RetryConfig;
-use crate::errors::GatewayError;
 use crate::telemetry::metrics;
-use crate::upstream::Reply;
-use crate::upstream::service::{CallFuture, UpstreamCall};
 use policy::Verdict;
 
 /// How long a deposit counts in the budget.
@@ -60,10 +62,10 @@ pub struct Retry<S> {
 
 impl<S> Service<UpstreamCall> for Retry<S>
 where
-    S: Service<UpstreamCall, Response = Reply, Error = GatewayError> + Clone + Send + 'static,
+    S: Service<UpstreamCall, Response = Answer, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Answer;
     type Error = GatewayError;
     type Future = CallFuture;
 
@@ -72,7 +74,7 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: UpstreamCall) -> Self::Future {
+    fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let inner = self.inner.clone();
         let config = self.config;
         let budget = Arc::clone(&self.budget);
@@ -84,12 +86,13 @@ where
                 let relayed_before = relayed(&req);
                 let result = inner.clone().oneshot(req.clone()).await;
                 let Err(error) = &result else { return result };
-                let delay = match policy::verdict(error, req.idempotent, attempt) {
+                let class = error.class();
+                let delay = match policy::verdict(&class, req.idempotent, attempt) {
                     Verdict::Stop => return result,
                     Verdict::Retry => backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
                     Verdict::RetryAfter(after) => after,
                 };
-                let free_retry = attempt == 1 && !error.may_have_reached();
+                let free_retry = attempt == 1 && !class.reached;
                 if attempt >= max_attempts && !free_retry {
                     return result;
                 }
@@ -97,24 +100,27 @@ where
                     tracing::debug!(upstream = %req.upstream, "not retrying: part of the answer reached the client");
                     return result;
                 }
-                if delay >= req.ctx.remaining() {
+                if delay >= req.clock.remaining() {
                     tracing::debug!(upstream = %req.upstream, ?delay, "not retrying: the deadline leaves no room");
                     return result;
                 }
                 if !budget.withdraw() {
-                    tracing::warn!(upstream = %req.upstream, method = %req.call.method, "retry budget exhausted");
+                    tracing::warn!(upstream = %req.upstream, method = %req.method, "retry budget exhausted");
                     metrics::retry_budget_exhausted(&req.upstream);
                     return result;
                 }
-                metrics::retry(&req.upstream, reason(error));
+                metrics::retry(&req.upstream, class.retry_reason);
                 tracing::info!(
                     upstream = %req.upstream,
-                    method = %req.call.method,
+                    method = %req.method,
                     attempt,
                     delay_ms = delay.as_millis() as u64,
                     error = %error,
                     "retrying"
                 );
+                if let Some(endpoint) = error.endpoint() {
+                    req.avoid.push(endpoint);
+                }
                 tokio::time::sleep(delay).await;
                 attempt += 1;
             }
@@ -122,24 +128,9 @@ where
     }
 }
 
-/// The metric label for why an attempt is retried.
-fn reason(error: &GatewayError) -> &'static str {
-    use crate::upstream::UpstreamError as U;
-    match error {
-        GatewayError::Upstream { source, .. } => match source {
-            U::Connect(_) | U::NotRunning(_) | U::Handshake(_) => "not_sent",
-            U::ProcessExited => "process_exited",
-            U::HttpStatus { status: 429, .. } => "rate_limited",
-            U::HttpStatus { .. } => "http_status",
-            _ => "connection",
-        },
-        _ => "other",
-    }
-}
-
 /// How many events of this request have been relayed towards the client so far.
 fn relayed(req: &UpstreamCall) -> u64 {
-    req.call.related.activity().map_or(0, |a| a.relayed())
+    req.events.activity().map_or(0, |a| a.relayed())
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
-//! Whether a failed attempt may be tried again — decided from what the transport
-//! recorded at the point of failure, never by guessing from text.
+//! Whether a failed attempt may be tried again — read from the failure's one
+//! classification, recorded at the point of failure, never guessed from text.
 
 use std::time::Duration;
 
-use crate::errors::GatewayError;
-use crate::upstream::UpstreamError;
+use crate::call::{Class, Retry};
 
 /// The verdict on one failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,58 +16,48 @@ pub enum Verdict {
     RetryAfter(Duration),
 }
 
-/// Decides whether attempt number `attempt` (1-based), which failed with `error`, may be
-/// retried. `idempotent` says whether sending the request twice is safe.
-pub fn verdict(error: &GatewayError, idempotent: bool, attempt: u32) -> Verdict {
-    let GatewayError::Upstream { source, .. } = error else {
-        // Timeouts of the whole request, refusals and client faults are final; an attempt
-        // timeout is turned into `AttemptTimeout` by the retry layer itself.
-        return Verdict::Stop;
-    };
-    if !source.may_have_reached() {
+/// Decides whether attempt number `attempt` (1-based), which failed as `class` says, may
+/// be retried. `idempotent` says whether sending the request twice is safe.
+pub fn verdict(class: &Class, idempotent: bool, attempt: u32) -> Verdict {
+    match class.retry {
+        Retry::Never => Verdict::Stop,
         // Never left the gateway: safe to send once more whatever the method.
-        return if idempotent || attempt == 1 { Verdict::Retry } else { Verdict::Stop };
-    }
-    if !idempotent {
-        return Verdict::Stop;
-    }
-    match source {
-        UpstreamError::Io(_) | UpstreamError::ProcessExited | UpstreamError::SessionLost(_) => Verdict::Retry,
-        UpstreamError::HttpStatus { status: 502..=504, .. } => Verdict::Retry,
-        UpstreamError::HttpStatus { status: 429, retry_after } => match retry_after {
-            Some(after) => Verdict::RetryAfter(*after),
-            None => Verdict::Retry,
-        },
-        _ => Verdict::Stop,
+        Retry::NotSent if idempotent || attempt == 1 => Verdict::Retry,
+        Retry::NotSent => Verdict::Stop,
+        _ if !idempotent => Verdict::Stop,
+        Retry::IfIdempotent => Verdict::Retry,
+        Retry::After(after) => Verdict::RetryAfter(after),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
+    use crate::call::{GatewayError, UpstreamError};
+    use crate::resilience::testing::failed;
 
-    fn up(source: UpstreamError) -> GatewayError {
-        GatewayError::Upstream { upstream: Arc::from("u"), source }
+    fn v(error: GatewayError, idempotent: bool, attempt: u32) -> Verdict {
+        verdict(&error.class(), idempotent, attempt)
     }
 
     #[test]
     fn only_idempotent_requests_retry_after_reaching_the_upstream() {
-        let reset = up(UpstreamError::Io("reset".into()));
-        assert_eq!(verdict(&reset, true, 1), Verdict::Retry);
-        assert_eq!(verdict(&reset, false, 1), Verdict::Stop);
-        let refused = up(UpstreamError::Connect("refused".into()));
-        assert_eq!(verdict(&refused, false, 1), Verdict::Retry);
-        assert_eq!(verdict(&refused, false, 2), Verdict::Stop);
-        assert_eq!(verdict(&refused, true, 2), Verdict::Retry);
+        let reset = || failed(UpstreamError::Io("reset".into()));
+        assert_eq!(v(reset(), true, 1), Verdict::Retry);
+        assert_eq!(v(reset(), false, 1), Verdict::Stop);
+        let refused = || failed(UpstreamError::Connect("refused".into()));
+        assert_eq!(v(refused(), false, 1), Verdict::Retry);
+        assert_eq!(v(refused(), false, 2), Verdict::Stop);
+        assert_eq!(v(refused(), true, 2), Verdict::Retry);
         for status in [502, 503, 504] {
-            assert_eq!(verdict(&up(UpstreamError::HttpStatus { status, retry_after: None }), true, 1), Verdict::Retry);
+            assert_eq!(v(failed(UpstreamError::HttpStatus { status, retry_after: None }), true, 1), Verdict::Retry);
         }
-        assert_eq!(verdict(&up(UpstreamError::HttpStatus { status: 500, retry_after: None }), true, 1), Verdict::Stop);
-        let limited = up(UpstreamError::HttpStatus { status: 429, retry_after: Some(Duration::from_secs(1)) });
-        assert_eq!(verdict(&limited, true, 1), Verdict::RetryAfter(Duration::from_secs(1)));
-        assert_eq!(verdict(&up(UpstreamError::Protocol("x".into())), true, 1), Verdict::Stop);
-        assert_eq!(verdict(&GatewayError::Cancelled, true, 1), Verdict::Stop);
+        assert_eq!(v(failed(UpstreamError::HttpStatus { status: 500, retry_after: None }), true, 1), Verdict::Stop);
+        for status in [429, 503] {
+            let limited = failed(UpstreamError::HttpStatus { status, retry_after: Some(Duration::from_secs(1)) });
+            assert_eq!(v(limited, true, 1), Verdict::RetryAfter(Duration::from_secs(1)));
+        }
+        assert_eq!(v(failed(UpstreamError::Protocol("x".into())), true, 1), Verdict::Stop);
+        assert_eq!(v(GatewayError::Cancelled, true, 1), Verdict::Stop);
     }
 }

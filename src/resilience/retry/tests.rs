@@ -5,41 +5,18 @@ use std::time::Duration;
 use tower::{Layer, ServiceExt, service_fn};
 
 use super::*;
-use crate::upstream::service::CallCtx;
-use crate::upstream::{Call, EventSink, Link, UpstreamError};
-
-fn call(idempotent: bool, timeout: Duration) -> UpstreamCall {
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
-    let up: Arc<str> = Arc::from("u");
-    UpstreamCall {
-        upstream: Arc::clone(&up),
-        link: Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests()),
-        call: Call {
-            method: "resources/read".into(),
-            params: None,
-            progress_token: None,
-            related: EventSink::new(up, tx),
-        },
-        timeout,
-        tool: None,
-        idempotent,
-        ctx: CallCtx::new(timeout),
-    }
-}
+use crate::call::UpstreamError;
+use crate::resilience::testing::{call, failed, ok};
 
 fn failing_then_ok(
     failures: u32,
     error: UpstreamError,
-) -> (Arc<AtomicU32>, impl Fn() -> Result<Reply, GatewayError> + Clone) {
+) -> (Arc<AtomicU32>, impl Fn() -> Result<Answer, GatewayError> + Clone) {
     let calls = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&calls);
     let f = move || {
         let n = counter.fetch_add(1, Ordering::SeqCst);
-        if n < failures {
-            Err(GatewayError::Upstream { upstream: Arc::from("u"), source: error.clone() })
-        } else {
-            Ok(Ok(crate::jsonrpc::to_raw(&serde_json::json!({}))))
-        }
+        if n < failures { Err(failed(error.clone())) } else { ok() }
     };
     (calls, f)
 }
@@ -56,7 +33,7 @@ async fn idempotent_requests_are_retried_until_they_succeed() {
         async move { f() }
     }));
     let result = svc.oneshot(call(true, Duration::from_secs(30))).await;
-    assert!(matches!(result, Ok(Ok(_))));
+    assert!(result.is_ok());
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
@@ -95,10 +72,7 @@ async fn attempts_stop_at_the_maximum_and_when_the_deadline_is_near() {
 
     // Retry-After beyond the deadline: no retry.
     let limited = RetryLayer::new(config(4)).layer(service_fn(move |_req: UpstreamCall| async move {
-        Err::<Reply, _>(GatewayError::Upstream {
-            upstream: Arc::from("u"),
-            source: UpstreamError::HttpStatus { status: 429, retry_after: Some(Duration::from_secs(60)) },
-        })
+        Err::<Answer, _>(failed(UpstreamError::HttpStatus { status: 429, retry_after: Some(Duration::from_secs(60)) }))
     }));
     let started = tokio::time::Instant::now();
     assert!(limited.oneshot(call(true, Duration::from_secs(5))).await.is_err());
@@ -115,10 +89,7 @@ async fn the_budget_caps_retries_under_a_full_outage() {
     let svc = layer.layer(service_fn(move |_req: UpstreamCall| {
         counter.fetch_add(1, Ordering::SeqCst);
         async move {
-            Err::<Reply, _>(GatewayError::Upstream {
-                upstream: Arc::from("u"),
-                source: UpstreamError::HttpStatus { status: 503, retry_after: None },
-            })
+            Err::<Answer, _>(failed(UpstreamError::HttpStatus { status: 503, retry_after: None }))
         }
     }));
     let requests = 100;
@@ -128,4 +99,39 @@ async fn the_budget_caps_retries_under_a_full_outage() {
     let attempts = calls.load(Ordering::SeqCst);
     assert!(attempts <= requests * 12 / 10 + 1, "{attempts} attempts for {requests} requests");
     assert!(attempts > requests, "some retries happen");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_budget_keeps_a_dead_upstream_near_the_offered_load() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = RetryLayer::new(RetryConfig::default()).layer(service_fn(move |_req: UpstreamCall| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Err::<Answer, _>(failed(UpstreamError::HttpStatus { status: 503, retry_after: None })) }
+    }));
+    for _ in 0..100 {
+        let _ = svc.clone().oneshot(call(true, Duration::from_secs(30))).await;
+    }
+    // 100 requests + 20 % + the 10 s reserve of 1 retry per second.
+    let attempts = calls.load(Ordering::SeqCst);
+    assert!((110..=130).contains(&attempts), "{attempts} attempts for 100 requests");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_on_503_is_honoured_within_the_deadline() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = RetryLayer::new(config(3)).layer(service_fn(move |_req: UpstreamCall| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 0 {
+                Err(failed(UpstreamError::HttpStatus { status: 503, retry_after: Some(Duration::from_secs(2)) }))
+            } else {
+                ok()
+            }
+        }
+    }));
+    let started = tokio::time::Instant::now();
+    assert!(svc.oneshot(call(true, Duration::from_secs(30))).await.is_ok());
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
 }

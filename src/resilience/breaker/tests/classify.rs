@@ -4,17 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{is_error_result, result, rpc_error, transport_error};
-use crate::errors::GatewayError;
-use crate::resilience::breaker::classify::{Cause, outcome, split};
+use crate::call::{Answer, GatewayError, Health, UpstreamError};
+use crate::resilience::breaker::classify::{outcome, split};
 use crate::resilience::breaker::{Outcome, Verdict};
-use crate::upstream::UpstreamError;
-use crate::upstream::service::Abandon;
+use crate::resilience::testing::failed;
 
-fn upstream(source: UpstreamError) -> Result<crate::upstream::Reply, GatewayError> {
-    Err(GatewayError::Upstream { upstream: Arc::from("u"), source })
+fn upstream(source: UpstreamError) -> Result<Answer, GatewayError> {
+    Err(failed(source))
 }
 
-fn counted(r: &Result<crate::upstream::Reply, GatewayError>) -> Outcome {
+fn counted(r: &Result<Answer, GatewayError>) -> Outcome {
     outcome(r, Duration::ZERO, Duration::from_secs(1)).outcome
 }
 
@@ -34,12 +33,11 @@ fn upstream_faults_are_failures() {
         rpc_error(-32001),
         rpc_error(-32000),
         rpc_error(-32099),
-        Ok(Err(crate::jsonrpc::to_raw(&serde_json::json!({ "message": "no code" })))),
+        Ok(Answer::parse(Err(crate::jsonrpc::to_raw(&serde_json::json!({ "message": "no code" }))), false)),
         transport_error(),
         upstream(UpstreamError::Connect("refused".into())),
         upstream(UpstreamError::NotRunning("restarting".into())),
         upstream(UpstreamError::Handshake("bad version".into())),
-        upstream(UpstreamError::ProcessExited),
         upstream(UpstreamError::Protocol("not json".into())),
         upstream(UpstreamError::HttpStatus { status: 503, retry_after: None }),
         Err(GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(1) }),
@@ -61,14 +59,12 @@ fn refusals_and_cancellations_are_ignored() {
         Err(GatewayError::MethodNotFound("x".into())),
         upstream(UpstreamError::HttpStatus { status: 429, retry_after: None }),
         rpc_error(-32800),
+        // A supervised process that crashed is restarted: not the upstream's failure.
+        upstream(UpstreamError::ProcessExited),
     ];
     for r in ignored {
         assert_eq!(counted(&r), Outcome::Ignored, "{r:?}");
     }
-    assert_eq!(Cause::abandoned(Abandon::ClientCancelled, true).outcome(), Outcome::Ignored);
-    assert_eq!(Cause::abandoned(Abandon::DeadlineExpired, false).outcome(), Outcome::Failure);
-    assert_eq!(Cause::abandoned(Abandon::None, false).outcome(), Outcome::Ignored);
-    assert_eq!(Cause::abandoned(Abandon::None, true).outcome(), Outcome::Failure);
 }
 
 #[test]
@@ -83,9 +79,10 @@ fn slowness_is_flagged_except_on_ignored_calls() {
 fn each_failure_counts_on_the_breaker_it_is_about() {
     let v = |o| Verdict::new(o);
     use Outcome::{Failure, Ignored, Success};
-    assert_eq!(split(Cause::FailedAnswer, false, false), (v(Success), v(Failure)));
-    assert_eq!(split(Cause::Unreachable, false, false), (v(Failure), v(Ignored)));
-    assert_eq!(split(Cause::NoAnswer, false, false), (v(Ignored), v(Failure)));
-    assert_eq!(split(Cause::NoAnswer, false, true), (v(Failure), v(Failure)));
-    assert_eq!(split(Cause::Answered, true, false), (v(Success), Verdict { outcome: Success, slow: true }));
+    assert_eq!(split(Health::FailedAnswer, false, false), (v(Success), v(Failure)));
+    assert_eq!(split(Health::Unreachable, false, false), (v(Failure), v(Ignored)));
+    assert_eq!(split(Health::NoAnswer, false, false), (v(Ignored), v(Failure)));
+    assert_eq!(split(Health::NoAnswer, false, true), (v(Failure), v(Failure)));
+    assert_eq!(split(Health::Crashed, false, false), (v(Ignored), v(Failure)));
+    assert_eq!(split(Health::Answered, true, false), (v(Success), Verdict { outcome: Success, slow: true }));
 }

@@ -13,10 +13,9 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, service_fn};
 
 use super::{BreakerLayer, Breakers, Outcome, Verdict};
+use crate::call::{Answer, GatewayError, UpstreamCall, UpstreamError};
 use crate::config::BreakerConfig;
-use crate::errors::GatewayError;
-use crate::upstream::service::{CallCtx, UpstreamCall};
-use crate::upstream::{Call, EventSink, Reply, UpstreamError};
+use crate::resilience::testing::{call_to, failed};
 
 /// Small numbers so that tests read easily.
 fn cfg() -> BreakerConfig {
@@ -43,47 +42,34 @@ fn assert_jittered(d: Duration, base: Duration) {
     assert!(d >= base.mul_f64(0.8) && d <= base.mul_f64(1.2), "{d:?} is not {base:?} ±20%");
 }
 
-fn result() -> Result<Reply, GatewayError> {
-    Ok(Ok(crate::jsonrpc::to_raw(&json!({ "content": [] }))))
+fn result() -> Result<Answer, GatewayError> {
+    Ok(Answer::parse(Ok(crate::jsonrpc::to_raw(&json!({ "content": [] }))), true))
 }
 
-fn is_error_result() -> Result<Reply, GatewayError> {
-    Ok(Ok(crate::errors::tool_error("the tool says no")))
+fn is_error_result() -> Result<Answer, GatewayError> {
+    Ok(Answer::parse(Ok(crate::errors::tool_error("the tool says no")), true))
 }
 
-fn rpc_error(code: i64) -> Result<Reply, GatewayError> {
-    Ok(Err(crate::jsonrpc::error_object(code, "error", None)))
+fn rpc_error(code: i64) -> Result<Answer, GatewayError> {
+    Ok(Answer::parse(Err(crate::jsonrpc::error_object(code, "error", None)), true))
 }
 
-fn transport_error() -> Result<Reply, GatewayError> {
-    Err(GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io("reset".into()) })
+fn transport_error() -> Result<Answer, GatewayError> {
+    Err(failed(UpstreamError::Io("reset".into())))
 }
 
 /// A call to upstream `u`, a `tools/call` of `tool` when given.
 fn call(tool: Option<&str>) -> UpstreamCall {
-    let timeout = Duration::from_secs(30);
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
-    let up: Arc<str> = Arc::from("u");
-    let link = crate::upstream::Link::Stdio(crate::upstream::stdio::StdioLink::detached_for_tests());
-    let method = if tool.is_some() { "tools/call" } else { "ping" };
-    UpstreamCall {
-        upstream: Arc::clone(&up),
-        link,
-        call: Call { method: method.into(), params: None, progress_token: None, related: EventSink::new(up, tx) },
-        timeout,
-        tool: tool.map(Arc::from),
-        idempotent: true,
-        ctx: CallCtx::new(timeout),
-    }
+    call_to(tool, true, Duration::from_secs(30))
 }
 
-type Stack = BoxCloneSyncService<UpstreamCall, Reply, GatewayError>;
+type Stack = BoxCloneSyncService<UpstreamCall, Answer, GatewayError>;
 
 /// The breaker over an inner service that sleeps and answers as `script` says, and a
 /// count of the calls that reached the inner service.
 fn stack<F>(breakers: &Arc<Breakers>, script: F) -> (Stack, Arc<AtomicUsize>)
 where
-    F: Fn(&UpstreamCall) -> (Duration, Result<Reply, GatewayError>) + Clone + Send + Sync + 'static,
+    F: Fn(&UpstreamCall) -> (Duration, Result<Answer, GatewayError>) + Clone + Send + Sync + 'static,
 {
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);

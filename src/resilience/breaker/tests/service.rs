@@ -8,15 +8,14 @@ use tokio::time::{Instant, advance, timeout};
 use tower::{Service, ServiceExt};
 
 use super::{Stack, assert_jittered, call, cfg, is_error_result, result, rpc_error, stack, transport_error};
-use crate::errors::GatewayError;
+use crate::call::{Answer, GatewayError, Reply, UpstreamCall};
 use crate::resilience::breaker::{BreakerKey, Breakers, State};
-use crate::upstream::service::{Abandon, UpstreamCall};
 
 const NOW: Duration = Duration::ZERO;
 const FOREVER: Duration = Duration::from_secs(3600);
 
-async fn send(svc: &Stack, tool: Option<&str>) -> Result<crate::upstream::Reply, GatewayError> {
-    svc.clone().oneshot(call(tool)).await
+async fn send(svc: &Stack, tool: Option<&str>) -> Result<Reply, GatewayError> {
+    svc.clone().oneshot(call(tool)).await.map(Answer::into_reply)
 }
 
 fn state(breakers: &Breakers, tool: Option<&str>) -> State {
@@ -60,38 +59,22 @@ async fn is_error_results_and_client_faults_never_open() {
     assert!(breakers.states().iter().all(|(_, s)| *s == State::Closed), "{:?}", breakers.states());
 }
 
-/// Starts a call, lets it run for a second, marks why it is abandoned, and drops it.
-async fn abandon(svc: &Stack, why: Abandon) {
-    let req = call(None);
-    let ctx = Arc::clone(&req.ctx);
-    let mut fut = svc.clone().oneshot(req);
-    assert!(timeout(Duration::from_secs(1), &mut fut).await.is_err());
-    ctx.abandon(why);
-    drop(fut);
-}
-
 #[tokio::test(start_paused = true)]
-async fn client_cancellations_are_ignored_but_expired_deadlines_count() {
+async fn dropped_calls_are_ignored_but_timeouts_count() {
     let breakers = Arc::new(Breakers::new());
     let (svc, _) = stack(&breakers, |_| (FOREVER, result()));
+    // A client that cancels drops the call: that says nothing about the upstream.
     for _ in 0..10 {
-        abandon(&svc, Abandon::ClientCancelled).await;
+        let mut fut = svc.clone().oneshot(call(None));
+        assert!(timeout(Duration::from_secs(1), &mut fut).await.is_err());
+        drop(fut);
     }
     assert_eq!(state(&breakers, None), State::Closed);
+    // A timeout is an answer of the layer below, and counts.
+    let timed_out = Err(GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(1) });
+    let (svc, _) = stack(&breakers, move |_| (NOW, timed_out.clone()));
     for _ in 0..3 {
-        abandon(&svc, Abandon::DeadlineExpired).await;
-    }
-    assert_eq!(state(&breakers, None), State::Open);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_drop_after_the_deadline_counts_even_without_a_reason() {
-    let breakers = Arc::new(Breakers::new());
-    let (svc, _) = stack(&breakers, |_| (FOREVER, result()));
-    for _ in 0..3 {
-        let req = call(None);
-        let after = req.timeout;
-        assert!(timeout(after, svc.clone().oneshot(req)).await.is_err());
+        send(&svc, None).await.unwrap_err();
     }
     assert_eq!(state(&breakers, None), State::Open);
 }
@@ -168,8 +151,8 @@ async fn a_probe_is_bounded_by_probe_timeout_and_reopens_for_longer() {
     advance(Duration::from_millis(1200)).await;
     healthy.store(true, Ordering::SeqCst);
     let started = Instant::now();
-    let err = svc.ready().await.unwrap().call(call(None)).await.unwrap_err();
-    assert!(matches!(err, GatewayError::Timeout { after, .. } if after == cfg().probe_timeout), "{err:?}");
+    let err = svc.ready().await.unwrap().call(call(None)).await.map(Answer::into_reply).unwrap_err();
+    assert!(matches!(err, GatewayError::AttemptTimeout { after, .. } if after == cfg().probe_timeout), "{err:?}");
     assert_eq!(started.elapsed(), cfg().probe_timeout);
     let Err(GatewayError::CircuitOpen { retry_after, .. }) = send(&svc, None).await else { panic!("not open") };
     assert_jittered(retry_after, Duration::from_secs(2));

@@ -1,0 +1,408 @@
+//! Every failure of a call, and its one classification.
+//!
+//! A failure is typed where it happens ([`UpstreamError`] inside a transport,
+//! [`GatewayError`] everywhere else) and classified once, by [`GatewayError::class`]:
+//! retry, breakers, endpoint ejection, metrics and the rewriter read the [`Class`]
+//! instead of matching variants again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::answer::Health;
+
+/// Why a call to an upstream failed inside its transport. Each variant says whether the
+/// request may have reached the upstream (see [`Class::reached`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// The connection could not be opened (refused, DNS, TLS); nothing was sent.
+    #[error("could not connect to the upstream: {0}")]
+    Connect(String),
+    /// The process could not be started, or is between restarts; nothing was sent.
+    #[error("the upstream process is not running: {0}")]
+    NotRunning(String),
+    /// The upstream did not complete its initialize handshake.
+    #[error("the upstream failed its initialize handshake: {0}")]
+    Handshake(String),
+    /// The connection broke after the request was (possibly) sent.
+    #[error("the connection to the upstream broke: {0}")]
+    Io(String),
+    /// The upstream process exited while the request was in flight.
+    #[error("the upstream process exited while the request was in flight")]
+    ProcessExited,
+    /// The upstream answered with an HTTP status that is not a valid MCP answer.
+    #[error("the upstream answered HTTP {status}")]
+    HttpStatus {
+        /// The status code.
+        status: u16,
+        /// `Retry-After`, when given in seconds.
+        retry_after: Option<Duration>,
+    },
+    /// The upstream sent something that is not valid MCP (bad JSON, wrong content type, no answer).
+    #[error("the upstream broke the protocol: {0}")]
+    Protocol(String),
+    /// A message from the upstream exceeded the configured size limit.
+    #[error("a message from the upstream exceeded {limit} bytes")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The upstream session ended and could not be re-established.
+    #[error("the upstream session was lost: {0}")]
+    SessionLost(String),
+}
+
+impl UpstreamError {
+    /// Classifies a reqwest error: a connect failure never reached the upstream.
+    pub fn from_reqwest(e: &reqwest::Error) -> UpstreamError {
+        if e.is_connect() { UpstreamError::Connect(describe(e)) } else { UpstreamError::Io(describe(e)) }
+    }
+
+    /// Whether the upstream may have received (and acted on) the request.
+    pub fn may_have_reached(&self) -> bool {
+        !matches!(self, UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_))
+    }
+
+    /// One sentence a client can act on, without the raw detail.
+    pub fn summary(&self, upstream: &str) -> String {
+        match self {
+            UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
+                format!("upstream '{upstream}' is unavailable; the request was not sent")
+            }
+            UpstreamError::ProcessExited => {
+                format!("upstream '{upstream}' crashed while handling the request; the outcome is unknown")
+            }
+            UpstreamError::Io(_) | UpstreamError::SessionLost(_) => {
+                format!("the connection to upstream '{upstream}' broke; the outcome is unknown")
+            }
+            UpstreamError::HttpStatus { status, .. } => format!("upstream '{upstream}' answered HTTP {status}"),
+            UpstreamError::Protocol(_) => format!("upstream '{upstream}' sent an invalid answer"),
+            UpstreamError::TooLarge { limit } => {
+                format!("upstream '{upstream}' sent an answer larger than {limit} bytes")
+            }
+        }
+    }
+}
+
+/// A reqwest error with its source chain, without the URL (which may hold credentials).
+fn describe(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    if e.is_timeout() {
+        parts.push("timed out".to_owned());
+    }
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    if parts.is_empty() {
+        let kind = if e.is_body() {
+            "body error"
+        } else if e.is_decode() {
+            "decode error"
+        } else if e.is_request() {
+            "request error"
+        } else {
+            "transport error"
+        };
+        parts.push(kind.to_owned());
+    }
+    parts.join(": ")
+}
+
+/// A failure, typed by where it came from.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GatewayError {
+    /// The client sent params the gateway cannot act on.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// The client's request is not valid for this session (e.g. a second `initialize`).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The method is not known to the gateway or any upstream it could route to.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// A tool name that no upstream serves.
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    /// A prompt name that no upstream serves.
+    #[error("unknown prompt: {0}")]
+    UnknownPrompt(String),
+    /// A resource URI that no upstream serves.
+    #[error("resource not found: {0}")]
+    ResourceNotFound(String),
+    /// The client cancelled the request.
+    #[error("request cancelled")]
+    Cancelled,
+    /// The request's overall deadline passed.
+    #[error("upstream '{upstream}' did not answer within {after:?}")]
+    Timeout {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// One attempt got no answer within the attempt timeout; the request may go on.
+    #[error("an attempt to upstream '{upstream}' got no answer within {after:?}")]
+    AttemptTimeout {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// The attempt timeout that passed.
+        after: Duration,
+        /// The endpoint the attempt went to, for replicated upstreams.
+        endpoint: Option<u16>,
+    },
+    /// Talking to an upstream failed.
+    #[error("upstream '{upstream}': {source}")]
+    Upstream {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// What went wrong.
+        source: UpstreamError,
+        /// The endpoint the attempt went to, for replicated upstreams.
+        endpoint: Option<u16>,
+    },
+    /// The upstream is not connected for this session and could not be reached.
+    #[error("upstream '{upstream}' is unavailable: {reason}")]
+    Unavailable {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// Why (logged only).
+        reason: String,
+    },
+    /// A circuit breaker is open: the call was refused without upstream traffic.
+    #[error("circuit open for upstream '{upstream}'{}", tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default())]
+    CircuitOpen {
+        /// The upstream.
+        upstream: Arc<str>,
+        /// The tool whose breaker is open (None: the upstream's own breaker).
+        tool: Option<Arc<str>>,
+        /// When the breaker will admit a probe.
+        retry_after: Duration,
+    },
+    /// Too many requests in flight (to one upstream, one session, or the gateway).
+    #[error("overloaded: {scope}")]
+    Overloaded {
+        /// What is full ("upstream 'x'", "session" or "gateway").
+        scope: String,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// A bug or resource exhaustion inside seawall.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Where a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The client's request is wrong.
+    Client,
+    /// A policy of seawall's refused it (load shedding, circuit breaker).
+    Policy,
+    /// The connection or process to the upstream failed.
+    UpstreamTransport,
+    /// The upstream answered something that is not valid MCP.
+    UpstreamProtocol,
+    /// The upstream's tool or handler failed (an upstream JSON-RPC error).
+    UpstreamTool,
+    /// seawall itself.
+    Gateway,
+}
+
+impl Origin {
+    /// A short name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Client => "client",
+            Origin::Policy => "policy",
+            Origin::UpstreamTransport => "upstream_transport",
+            Origin::UpstreamProtocol => "upstream_protocol",
+            Origin::UpstreamTool => "upstream_tool",
+            Origin::Gateway => "gateway",
+        }
+    }
+}
+
+/// Whether a failed attempt may be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Never (final answers, refusals, client faults, the overall deadline).
+    Never,
+    /// The request never left the gateway: safe to send once more whatever the method.
+    NotSent,
+    /// Only if sending the request twice is safe.
+    IfIdempotent,
+    /// Only if idempotent, and no sooner than this (the upstream's `Retry-After`).
+    After(Duration),
+}
+
+/// What one failure means to every reader, decided in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Class {
+    /// Where it came from.
+    pub origin: Origin,
+    /// Whether the upstream may have seen the request.
+    pub reached: bool,
+    /// Whether another attempt may follow.
+    pub retry: Retry,
+    /// What it says about the health of the upstream or tool.
+    pub health: Health,
+    /// The `outcome` label of `seawall_requests_total`.
+    pub outcome: &'static str,
+    /// The `reason` label of `seawall_retries_total`.
+    pub retry_reason: &'static str,
+}
+
+impl GatewayError {
+    /// The one classification of this failure.
+    pub fn class(&self) -> Class {
+        use Health::{Irrelevant, NoAnswer, Unreachable};
+        let refused = |origin, outcome| Class {
+            origin,
+            reached: false,
+            retry: Retry::Never,
+            health: Irrelevant,
+            outcome,
+            retry_reason: "other",
+        };
+        match self {
+            GatewayError::InvalidParams(_)
+            | GatewayError::InvalidRequest(_)
+            | GatewayError::MethodNotFound(_)
+            | GatewayError::UnknownTool(_)
+            | GatewayError::UnknownPrompt(_)
+            | GatewayError::ResourceNotFound(_) => refused(Origin::Client, "refused"),
+            GatewayError::Cancelled => refused(Origin::Client, "cancelled"),
+            GatewayError::CircuitOpen { .. } => refused(Origin::Policy, "circuit_open"),
+            GatewayError::Overloaded { .. } => refused(Origin::Policy, "shed"),
+            GatewayError::Internal(_) => refused(Origin::Gateway, "refused"),
+            GatewayError::Timeout { .. } => Class {
+                origin: Origin::UpstreamTransport,
+                reached: true,
+                retry: Retry::Never,
+                health: NoAnswer,
+                outcome: "timeout",
+                retry_reason: "timeout",
+            },
+            GatewayError::AttemptTimeout { .. } => Class {
+                origin: Origin::UpstreamTransport,
+                reached: true,
+                retry: Retry::IfIdempotent,
+                health: NoAnswer,
+                outcome: "timeout",
+                retry_reason: "attempt_timeout",
+            },
+            GatewayError::Unavailable { .. } => Class {
+                origin: Origin::UpstreamTransport,
+                reached: false,
+                retry: Retry::Never,
+                health: Unreachable,
+                outcome: "upstream_error",
+                retry_reason: "not_sent",
+            },
+            GatewayError::Upstream { source, .. } => upstream_class(source),
+        }
+    }
+
+    /// The endpoint the failed attempt went to, for replicated upstreams.
+    pub fn endpoint(&self) -> Option<u16> {
+        match self {
+            GatewayError::Upstream { endpoint, .. } | GatewayError::AttemptTimeout { endpoint, .. } => *endpoint,
+            _ => None,
+        }
+    }
+}
+
+fn upstream_class(source: &UpstreamError) -> Class {
+    use Health::{Irrelevant, Unreachable};
+    let transport = |retry, health, retry_reason| Class {
+        origin: Origin::UpstreamTransport,
+        reached: source.may_have_reached(),
+        retry,
+        health,
+        outcome: "upstream_error",
+        retry_reason,
+    };
+    match source {
+        UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
+            transport(Retry::NotSent, Unreachable, "not_sent")
+        }
+        UpstreamError::ProcessExited => transport(Retry::IfIdempotent, Health::Crashed, "process_exited"),
+        UpstreamError::Io(_) | UpstreamError::SessionLost(_) => {
+            transport(Retry::IfIdempotent, Unreachable, "connection")
+        }
+        UpstreamError::HttpStatus { status, retry_after } => {
+            let retry = match (status, retry_after) {
+                // RFC 9110: 429 and 503 may both say when to come back.
+                (429 | 503, Some(after)) => Retry::After(*after),
+                (429 | 502..=504, _) => Retry::IfIdempotent,
+                _ => Retry::Never,
+            };
+            let health = match status {
+                // The upstream asks us to slow down; counting it would turn rate
+                // limiting into an outage.
+                429 => Irrelevant,
+                500..=599 => Unreachable,
+                _ => Health::Answered,
+            };
+            let reason = if *status == 429 { "rate_limited" } else { "http_status" };
+            transport(retry, health, reason)
+        }
+        UpstreamError::Protocol(_) => Class {
+            origin: Origin::UpstreamProtocol,
+            ..transport(Retry::Never, Unreachable, "protocol")
+        },
+        UpstreamError::TooLarge { .. } => Class {
+            origin: Origin::UpstreamProtocol,
+            ..transport(Retry::Never, Irrelevant, "too_large")
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(source: UpstreamError) -> GatewayError {
+        GatewayError::Upstream { upstream: Arc::from("u"), source, endpoint: None }
+    }
+
+    #[test]
+    fn what_never_left_the_gateway_is_marked_so() {
+        for e in [UpstreamError::Connect("x".into()), UpstreamError::NotRunning("x".into())] {
+            let class = up(e).class();
+            assert!(!class.reached);
+            assert_eq!(class.retry, Retry::NotSent);
+            assert_eq!(class.health, Health::Unreachable);
+        }
+        assert!(up(UpstreamError::Io("reset".into())).class().reached);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_on_429_and_503() {
+        for status in [429, 503] {
+            let e = up(UpstreamError::HttpStatus { status, retry_after: Some(Duration::from_secs(2)) });
+            assert_eq!(e.class().retry, Retry::After(Duration::from_secs(2)));
+        }
+        let plain = up(UpstreamError::HttpStatus { status: 503, retry_after: None });
+        assert_eq!(plain.class().retry, Retry::IfIdempotent);
+        let server = up(UpstreamError::HttpStatus { status: 500, retry_after: None });
+        assert_eq!(server.class().retry, Retry::Never);
+        assert_eq!(server.class().health, Health::Unreachable);
+        let limited = up(UpstreamError::HttpStatus { status: 429, retry_after: None });
+        assert_eq!(limited.class().health, Health::Irrelevant);
+        assert_eq!(up(UpstreamError::HttpStatus { status: 404, retry_after: None }).class().health, Health::Answered);
+    }
+
+    #[test]
+    fn refusals_and_deadlines_are_final() {
+        assert_eq!(GatewayError::Cancelled.class().retry, Retry::Never);
+        assert_eq!(GatewayError::Cancelled.class().outcome, "cancelled");
+        let t = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(1) };
+        assert_eq!(t.class().retry, Retry::Never);
+        assert_eq!(t.class().health, Health::NoAnswer);
+        let a = GatewayError::AttemptTimeout { upstream: Arc::from("u"), after: Duration::from_secs(1), endpoint: Some(1) };
+        assert_eq!(a.class().retry, Retry::IfIdempotent);
+        assert_eq!(a.endpoint(), Some(1));
+    }
+}

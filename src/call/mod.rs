@@ -1,0 +1,34 @@
+//! The call contract: what every layer of an upstream stack handles, whatever the
+//! transport below and the policies around it.
+//!
+//! - [`UpstreamCall`]: one request on its way to one upstream (cloned per attempt).
+//! - [`Answer`]: the upstream's answer, parsed once (`isError`, error code).
+//! - [`GatewayError`] and its one classification, [`Class`]: where a failure came from,
+//!   whether it reached the upstream, whether it may be retried, what it says about health.
+//! - [`EventSink`], [`Activity`]: where related upstream messages go, and their count.
+//! - [`Clock`]: the request's deadline.
+//! - [`Transport`]: what the upstream links implement; [`SendAttempt`] is the bottom of a stack.
+//!
+//! It depends only on [`crate::jsonrpc`] and [`crate::mcp`]; resilience layers and
+//! transports depend on it, never on each other.
+
+mod answer;
+mod clock;
+mod events;
+mod failure;
+mod request;
+mod transport;
+
+pub use answer::{Answer, Health, Reply};
+pub use clock::Clock;
+pub use events::{Activity, EVENT_BUFFER, EventSink, Tagged, UpstreamEvent};
+pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
+pub use request::UpstreamCall;
+pub use transport::{BoxFuture, CallFuture, Link, SendAttempt, Transport, UpstreamService};
+
+/// A fresh upstream request id; ids are never reused in the life of the process.
+pub fn fresh_id() -> crate::jsonrpc::Id {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    crate::jsonrpc::Id::number(NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
