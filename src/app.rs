@@ -211,16 +211,16 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     Ok(())
 }
 
-/// With `hide_open_tools`, a tool whose breaker opens disappears from `tools/list` and
-/// comes back when it half-opens; clients hear `notifications/tools/list_changed` both
-/// times. Breakers half-open lazily, so an open one is polled until it lets probes in.
+/// With `hide_open_tools`, a tool whose breaker opens (or every tool of an upstream whose
+/// own breaker opens) disappears from `tools/list` and comes back when it half-opens;
+/// clients hear `notifications/tools/list_changed` both times. Breakers half-open lazily,
+/// so an open one is polled until it lets probes in.
 async fn announce_hidden_tools(
     gateway: Arc<Gateway>,
     breakers: Arc<Breakers>,
     mut transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
 ) {
     while let Some((key, state)) = transitions.recv().await {
-        let Some(tool) = key.tool.clone() else { continue };
         let Some(handle) = gateway.upstreams().get(&key.upstream) else { continue };
         if !handle.policy.breaker.hide_open_tools {
             continue;
@@ -231,7 +231,7 @@ async fn announce_hidden_tools(
             let max = handle.policy.breaker.max_break + Duration::from_secs(1);
             tokio::spawn(async move {
                 let started = tokio::time::Instant::now();
-                while breakers.is_open(&key.upstream, Some(&tool)) && started.elapsed() < max {
+                while breakers.is_open(&key.upstream, key.tool.as_deref()) && started.elapsed() < max {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
             });

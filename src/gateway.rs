@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::call::{EVENT_BUFFER, GatewayError, Link, Tagged};
 use crate::errors;
-use crate::jsonrpc::{self, Id, Notification, Request, Response, code};
+use crate::jsonrpc::{self, Id, Notification, Request, Response};
 use crate::mcp::{self, meta, method};
 use crate::routing::{RequestCtx, Router};
 use crate::session::relay::{self, ProgressMap};
@@ -50,11 +50,6 @@ pub struct Answer {
     pub overloaded: Option<std::time::Duration>,
 }
 
-impl Answer {
-    fn plain(body: String) -> Answer {
-        Answer { body, overloaded: None }
-    }
-}
 
 #[derive(Deserialize)]
 struct InitializeParams {
@@ -163,22 +158,13 @@ impl Gateway {
         req: Request,
         out: Option<mpsc::Sender<String>>,
     ) -> Answer {
-        let refuse = |code, message| Answer::plain(jsonrpc::encode_error(Some(&req.id), code, message, None));
-        if req.method == method::INITIALIZE {
-            return refuse(code::INVALID_REQUEST, "Session already initialized");
-        }
-        if session.inflight() >= self.max_in_flight_per_session {
-            return refuse(code::OVERLOADED, "Too many requests in flight for this session");
-        }
-        let Ok(_slot) = Arc::clone(&self.in_flight).try_acquire_owned() else {
-            crate::telemetry::metrics::load_shed("gateway");
-            let e =
-                GatewayError::Overloaded { scope: "gateway".into(), retry_after: std::time::Duration::from_secs(1) };
-            let body = jsonrpc::encode_reply(Some(&req.id), &self.router.rewriter().failure(&e, None));
-            return Answer { body, overloaded: Some(std::time::Duration::from_secs(1)) };
+        let _slot = match self.admit(session, &req) {
+            Ok(slot) => slot,
+            Err(refusal) => return self.refuse(&req.id, &refusal),
         };
         let Some(cancel) = session.begin_request(&req.id) else {
-            return refuse(code::INVALID_REQUEST, "A request with this id is already in flight");
+            let dup = GatewayError::InvalidRequest("a request with this id is already in flight".into());
+            return self.refuse(&req.id, &dup);
         };
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
 
@@ -233,6 +219,37 @@ impl Gateway {
             Err(e) => self.router.rewriter().failure(&e, tool.as_deref()),
         };
         Answer { body: jsonrpc::encode_reply(Some(&req.id), &body), overloaded }
+    }
+
+    /// Admission control, in one place: a second `initialize`, the session's and the
+    /// gateway's in-flight caps. Every overload refusal is the same -32012 answer (HTTP
+    /// 503 with `Retry-After`), whichever cap refused.
+    fn admit(
+        &self,
+        session: &Session,
+        req: &Request,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
+        if req.method == method::INITIALIZE {
+            return Err(GatewayError::InvalidRequest("the session is already initialized".into()));
+        }
+        let overloaded = |scope: &str| {
+            crate::telemetry::metrics::load_shed(scope);
+            GatewayError::Overloaded { scope: scope.into(), retry_after: std::time::Duration::from_secs(1) }
+        };
+        if session.inflight() >= self.max_in_flight_per_session {
+            return Err(overloaded("session"));
+        }
+        Arc::clone(&self.in_flight).try_acquire_owned().map_err(|_| overloaded("gateway"))
+    }
+
+    /// The answer to a request refused before routing.
+    fn refuse(&self, id: &Id, refusal: &GatewayError) -> Answer {
+        let overloaded = match refusal {
+            GatewayError::Overloaded { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
+        let body = jsonrpc::encode_reply(Some(id), &self.router.rewriter().failure(refusal, None));
+        Answer { body, overloaded }
     }
 
     /// Handles a client notification.

@@ -49,6 +49,10 @@ pub struct DemoArgs {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub latency: u64,
 
+    /// Delay added before every resources/read answer, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub read_latency: u64,
+
     /// Fraction (0 to 1) of tools/call requests that fail with JSON-RPC -32603.
     #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_fraction)]
     pub error_rate: f64,
@@ -88,6 +92,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         name: args.name,
         instructions: args.instructions,
         latency: Duration::from_millis(args.latency),
+        read_latency: Duration::from_millis(args.read_latency),
         error_rate: args.error_rate,
         page_size: args.page_size,
     };

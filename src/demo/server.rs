@@ -34,6 +34,8 @@ pub struct DemoConfig {
     pub instructions: Option<String>,
     /// Delay added before every `tools/call` answer.
     pub latency: Duration,
+    /// Delay added before every `resources/read` answer.
+    pub read_latency: Duration,
     /// Fraction (0..=1) of `tools/call` requests failed with -32603.
     pub error_rate: f64,
     /// Tools per `tools/list` page; 0 disables pagination.
@@ -46,6 +48,7 @@ impl Default for DemoConfig {
             name: "seawall-demo".to_owned(),
             instructions: None,
             latency: Duration::ZERO,
+            read_latency: Duration::ZERO,
             error_rate: 0.0,
             page_size: 0,
         }
@@ -306,7 +309,12 @@ impl DemoServer {
             }
             "resources/list" => Ok(catalog::list_resources()),
             "resources/templates/list" => Ok(catalog::list_templates()),
-            "resources/read" => catalog::read_resource(self, &params),
+            "resources/read" => {
+                if !self.config().read_latency.is_zero() {
+                    tokio::time::sleep(self.config().read_latency).await;
+                }
+                catalog::read_resource(self, &params)
+            }
             "resources/subscribe" => {
                 let params = params_object(&params)?;
                 session.subscribe(required_str(&params, "uri")?);

@@ -19,11 +19,17 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Remembers that `uri` is served by `upstream`.
-    pub fn learn_resource(&mut self, uri: &str, upstream: &Arc<str>) {
-        if self.resources.len() < MAX_ENTRIES || self.resources.contains_key(uri) {
+    /// Remembers that `uri` is served by `upstream`. A URI that another upstream listed
+    /// first stays with that one (lists are merged in configuration order), so every
+    /// listed resource can be read; returns the upstream that keeps it.
+    pub fn learn_resource(&mut self, uri: &str, upstream: &Arc<str>) -> Arc<str> {
+        if let Some(owner) = self.resources.get(uri) {
+            return Arc::clone(owner);
+        }
+        if self.resources.len() < MAX_ENTRIES {
             self.resources.insert(uri.to_owned(), Arc::clone(upstream));
         }
+        Arc::clone(upstream)
     }
 
     /// Remembers that `template` is served by `upstream`.
@@ -57,7 +63,8 @@ mod tests {
     fn resolves_resources_then_templates() {
         let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
         let mut c = Catalog::default();
-        c.learn_resource("demo://readme", &a);
+        assert_eq!(c.learn_resource("demo://readme", &a), a);
+        assert_eq!(c.learn_resource("demo://readme", &b), a, "the first upstream keeps a shared URI");
         c.learn_template("demo://echo/{text}", &b);
         assert_eq!(c.resolve("demo://readme").as_deref(), Some("a"));
         assert_eq!(c.resolve("demo://echo/hi").as_deref(), Some("b"));

@@ -179,7 +179,6 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
-        let started = tokio::time::Instant::now();
         let tool: Option<Arc<str>> = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
             .flatten();
@@ -193,20 +192,20 @@ impl Router {
             (Some(_), None) => "other".to_owned(),
             (None, _) => String::new(),
         };
+        let timer = metrics::RequestTimer::start(&handle.name, method, tool_label);
         let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
         if let Some(client_tool) = &client_tool {
             let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
             if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
-                metrics::request(&handle.name, method, &tool_label, "refused", started.elapsed());
+                timer.finish("refused");
                 return Ok(answer);
             }
         }
         let result = self.send(ctx, handle, method, params, tool).await;
-        let outcome = match &result {
+        timer.finish(match &result {
             Ok(answer) => answer.outcome(),
             Err(e) => e.class().outcome,
-        };
-        metrics::request(&handle.name, method, &tool_label, outcome, started.elapsed());
+        });
         let answer = match result? {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
                 handle.policy.catalog.learn(&raw);
@@ -310,21 +309,59 @@ impl Router {
         let uri = jsonrpc::view::<UriParams>(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params.uri must be a string".into()))?
             .uri;
+        // One deadline for the whole lookup, however many upstreams it asks: the longest
+        // any one of them would be given.
+        let limit = self.upstreams.iter().map(|h| h.policy.timeout(method, None)).max().unwrap_or_default();
+        match tokio::time::timeout(limit, self.find_and_read(ctx, method, params, uri)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(GatewayError::Timeout { upstream: Arc::from("resource lookup"), after: limit }),
+        }
+    }
+
+    async fn find_and_read(
+        &self,
+        ctx: &RequestCtx<'_>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        uri: String,
+    ) -> Result<Reply, GatewayError> {
         if let Some(handle) = self.resolve_uri(ctx, &uri).await {
             return self.forward(ctx, &handle, method, params).await;
         }
-        // Not listed anywhere: ask each upstream with resources until one knows it.
-        for handle in self.with_capability(ctx, "resources").await {
-            match self.forward(ctx, &handle, method, params.clone()).await {
-                Ok(Err(error)) if is_not_found(&error) => continue,
-                Err(e) => {
-                    tracing::debug!(upstream = %handle.name, error = %e, "resource probe failed");
-                    continue;
+        // Not listed anywhere: ask every upstream with resources at once. The first
+        // answer that is not "not found" wins; the lookup takes as long as the slowest
+        // candidate's deadline at most, not the sum of them.
+        let candidates = self.with_capability(ctx, "resources").await;
+        let mut asks: futures::stream::FuturesUnordered<_> = candidates
+            .iter()
+            .map(|handle| {
+                let params = params.clone();
+                async move { (handle, self.forward(ctx, handle, method, params).await) }
+            })
+            .collect();
+        // What to answer when nobody has it: a timeout (the resource may exist) before
+        // any other failure, before an upstream's error answer, before "not found".
+        let rank = |answer: &Result<Reply, GatewayError>| match answer {
+            Err(GatewayError::Timeout { .. }) => 3,
+            Err(_) => 2,
+            Ok(_) => 1,
+        };
+        let mut failure: Option<Result<Reply, GatewayError>> = None;
+        while let Some((handle, answer)) = futures::StreamExt::next(&mut asks).await {
+            match answer {
+                Ok(Ok(result)) => return Ok(Ok(result)),
+                Ok(Err(error)) if is_not_found(&error) => {}
+                other => {
+                    if let Err(e) = &other {
+                        tracing::debug!(upstream = %handle.name, error = %e, "resource lookup failed");
+                    }
+                    if failure.as_ref().is_none_or(|f| rank(&other) > rank(f)) {
+                        failure = Some(other);
+                    }
                 }
-                answer => return answer,
             }
         }
-        Err(GatewayError::ResourceNotFound(uri))
+        failure.unwrap_or(Err(GatewayError::ResourceNotFound(uri)))
     }
 
     /// The upstream that serves a URI, learning templates on first need.
@@ -559,7 +596,16 @@ impl Router {
             match kind.key {
                 "resources" => {
                     if let Some(Value::String(uri)) = obj.get("uri") {
-                        catalog.learn_resource(uri, &handle.name);
+                        let owner = catalog.learn_resource(uri, &handle.name);
+                        if owner != handle.name {
+                            tracing::warn!(
+                                upstream = %handle.name,
+                                served_by = %owner,
+                                uri = %crate::errors::sanitize::ident(uri),
+                                "two upstreams list the same resource URI; it is listed and read from the first"
+                            );
+                            continue;
+                        }
                     }
                 }
                 "resourceTemplates" => {

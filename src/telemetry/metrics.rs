@@ -104,6 +104,43 @@ pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, 
         .record(elapsed.as_secs_f64());
 }
 
+/// Times one forwarded request and counts it once: with the outcome it finished with,
+/// or as `cancelled` when it is dropped unfinished (the client cancelled it).
+pub struct RequestTimer {
+    upstream: std::sync::Arc<str>,
+    method: String,
+    tool: String,
+    started: std::time::Instant,
+    finished: bool,
+}
+
+impl RequestTimer {
+    /// Starts timing a request to `upstream`.
+    pub fn start(upstream: &std::sync::Arc<str>, method: &str, tool: String) -> RequestTimer {
+        RequestTimer {
+            upstream: std::sync::Arc::clone(upstream),
+            method: method.to_owned(),
+            tool,
+            started: std::time::Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Counts the request with its outcome.
+    pub fn finish(mut self, outcome: &'static str) {
+        self.finished = true;
+        request(&self.upstream, &self.method, &self.tool, outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for RequestTimer {
+    fn drop(&mut self) {
+        if !self.finished {
+            request(&self.upstream, &self.method, &self.tool, "cancelled", self.started.elapsed());
+        }
+    }
+}
+
 /// One retry.
 pub fn retry(upstream: &str, reason: &'static str) {
     counter!(RETRIES, "upstream" => upstream.to_owned(), "reason" => reason).increment(1);
