@@ -44,7 +44,7 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     for handle in gateway.upstreams().iter() {
         let state = match &handle.connector {
             Connector::SharedStdio(link) => {
-                if link.init_result().is_some() {
+                if link.is_running() {
                     "up"
                 } else {
                     ready = false;

@@ -50,7 +50,6 @@ pub struct Answer {
     pub overloaded: Option<std::time::Duration>,
 }
 
-
 #[derive(Deserialize)]
 struct InitializeParams {
     #[serde(rename = "protocolVersion")]
@@ -224,11 +223,7 @@ impl Gateway {
     /// Admission control, in one place: a second `initialize`, the session's and the
     /// gateway's in-flight caps. Every overload refusal is the same -32012 answer (HTTP
     /// 503 with `Retry-After`), whichever cap refused.
-    fn admit(
-        &self,
-        session: &Session,
-        req: &Request,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
+    fn admit(&self, session: &Session, req: &Request) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
         if req.method == method::INITIALIZE {
             return Err(GatewayError::InvalidRequest("the session is already initialized".into()));
         }

@@ -7,8 +7,8 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admin;
-pub mod call;
 pub mod app;
+pub mod call;
 pub mod config;
 pub mod demo;
 pub mod downstream;

@@ -348,14 +348,12 @@ fn upstream_class(source: &UpstreamError) -> Class {
             let reason = if *status == 429 { "rate_limited" } else { "http_status" };
             transport(retry, health, reason)
         }
-        UpstreamError::Protocol(_) => Class {
-            origin: Origin::UpstreamProtocol,
-            ..transport(Retry::Never, Unreachable, "protocol")
-        },
-        UpstreamError::TooLarge { .. } => Class {
-            origin: Origin::UpstreamProtocol,
-            ..transport(Retry::Never, Irrelevant, "too_large")
-        },
+        UpstreamError::Protocol(_) => {
+            Class { origin: Origin::UpstreamProtocol, ..transport(Retry::Never, Unreachable, "protocol") }
+        }
+        UpstreamError::TooLarge { .. } => {
+            Class { origin: Origin::UpstreamProtocol, ..transport(Retry::Never, Irrelevant, "too_large") }
+        }
     }
 }
 
@@ -401,7 +399,8 @@ mod tests {
         let t = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(1) };
         assert_eq!(t.class().retry, Retry::Never);
         assert_eq!(t.class().health, Health::NoAnswer);
-        let a = GatewayError::AttemptTimeout { upstream: Arc::from("u"), after: Duration::from_secs(1), endpoint: Some(1) };
+        let a =
+            GatewayError::AttemptTimeout { upstream: Arc::from("u"), after: Duration::from_secs(1), endpoint: Some(1) };
         assert_eq!(a.class().retry, Retry::IfIdempotent);
         assert_eq!(a.endpoint(), Some(1));
     }

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::call::{
-    Answer, BoxFuture, Clock, EventSink, GatewayError, Reply, Transport, UpstreamCall, UpstreamError,
-};
+use crate::call::{Answer, BoxFuture, Clock, EventSink, GatewayError, Reply, Transport, UpstreamCall, UpstreamError};
 use crate::jsonrpc::{Id, Notification};
 use crate::mcp::init::InitResult;
 

@@ -22,11 +22,11 @@ pub use catalog::Catalog;
 use crate::call::{Answer, Clock, EventSink, GatewayError, Link, Reply, Tagged, UpstreamCall};
 use crate::errors::Rewriter;
 use crate::jsonrpc::{self, code};
+use crate::mcp::init::InitParams;
 use crate::mcp::{meta, method};
 use crate::resilience::breaker::Breakers;
 use crate::session::{Scope, Session, Slot};
 use crate::telemetry::metrics;
-use crate::mcp::init::InitParams;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
 
 /// What the router needs to know about the request it routes.

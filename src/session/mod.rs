@@ -137,7 +137,8 @@ impl Session {
 
     /// All connected links with their upstream names.
     pub fn links(&self) -> Vec<(Arc<str>, Link)> {
-        self.slots.lock()
+        self.slots
+            .lock()
             .iter()
             .filter_map(|(name, slot)| match slot {
                 Slot::Up(link) => Some((Arc::clone(name), link.clone())),
@@ -226,7 +227,8 @@ impl Session {
 
     /// The client-side id of a server-initiated request, by where it came from.
     pub fn server_request_client_id(&self, upstream: &str, endpoint: Option<u16>, upstream_id: &Id) -> Option<Id> {
-        self.server_requests.lock()
+        self.server_requests
+            .lock()
             .iter()
             .find(|(_, r)| &*r.upstream == upstream && r.endpoint == endpoint && &r.id == upstream_id)
             .map(|(id, _)| id.clone())

@@ -7,9 +7,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{ServerRequest, Session};
+use crate::call::{Tagged, UpstreamEvent};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::{meta, method};
-use crate::call::{Tagged, UpstreamEvent};
 
 /// The progress token of one client request: the gateway's upstream-side token and the
 /// client's own.

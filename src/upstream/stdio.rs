@@ -90,6 +90,8 @@ pub struct StdioLink {
     closed_tx: watch::Sender<bool>,
     /// A slot of the upstream's process budget, released when the link goes.
     permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// The initialize result of the last process that completed its handshake.
+    last_init: Mutex<Option<Arc<InitResult>>>,
 }
 
 impl StdioLink {
@@ -104,6 +106,7 @@ impl StdioLink {
             closing: AtomicBool::new(false),
             closed_tx: watch::channel(false).0,
             permit: Mutex::new(None),
+            last_init: Mutex::new(None),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -136,12 +139,18 @@ impl StdioLink {
         self.ready(self.up.connect_timeout).await.map(|_| ())
     }
 
-    /// The process's initialize result, while it runs.
+    /// The initialize result of the running process, or while it is being restarted, of
+    /// the last one: what the upstream serves does not go away with a crash.
     pub fn init_result(&self) -> Option<Arc<InitResult>> {
-        match &*self.state.borrow() {
-            ProcState::Ready(p) => Some(Arc::clone(&p.init)),
-            _ => None,
+        if let ProcState::Ready(p) = &*self.state.borrow() {
+            return Some(Arc::clone(&p.init));
         }
+        self.last_init.lock().clone()
+    }
+
+    /// Whether the process is running and initialised now.
+    pub fn is_running(&self) -> bool {
+        matches!(&*self.state.borrow(), ProcState::Ready(_))
     }
 
     /// Waits for a running, initialised process, at most `limit` (a process being
@@ -287,6 +296,7 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
     };
     let pid = child.id();
     tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
+    *link.last_init.lock() = Some(Arc::clone(&proc.init));
     link.set_state(ProcState::Ready(Arc::clone(&proc)));
     let started = Instant::now();
     let mut closed = link.closed_tx.subscribe();

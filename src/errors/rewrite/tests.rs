@@ -7,7 +7,14 @@ use super::*;
 use crate::call::UpstreamError;
 
 /// What the client sees for an upstream's reply, read as the stack reads it.
-fn reply(r: &Rewriter, upstream: &str, method: &str, tool: Option<&str>, info: Option<&ToolInfo>, reply: Reply) -> Reply {
+fn reply(
+    r: &Rewriter,
+    upstream: &str,
+    method: &str,
+    tool: Option<&str>,
+    info: Option<&ToolInfo>,
+    reply: Reply,
+) -> Reply {
     r.upstream_reply(upstream, method, tool, info, Answer::parse(reply, method == "tools/call"))
 }
 
@@ -35,7 +42,11 @@ fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
     assert!(result.get().contains("timed out after 2 s; the outcome is unknown"));
     let err = r.failure(&timeout, None).unwrap_err();
     assert!(err.get().starts_with(r#"{"code":-32001,"message":"Request timed out""#));
-    let io = GatewayError::Upstream { upstream: Arc::from("u"), source: UpstreamError::Io(RAW_TRACE.into()), endpoint: None };
+    let io = GatewayError::Upstream {
+        upstream: Arc::from("u"),
+        source: UpstreamError::Io(RAW_TRACE.into()),
+        endpoint: None,
+    };
     leak_free(r.failure(&io, None).unwrap_err().get());
     leak_free(r.failure(&io, Some("t")).unwrap().get());
     let errors_mode = Rewriter::new(ErrorsConfig { tool_failures: Report::Error, ..ErrorsConfig::default() });
@@ -57,8 +68,7 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
 
     let unknown_code = raw(json!({"code": 42, "message": "weird \u{1b}[31mred"}));
     let v: Value =
-        serde_json::from_str(reply(&r, "u", "prompts/get", None, None, Err(unknown_code)).unwrap_err().get())
-            .unwrap();
+        serde_json::from_str(reply(&r, "u", "prompts/get", None, None, Err(unknown_code)).unwrap_err().get()).unwrap();
     assert_eq!(v["code"], -32603);
 
     let invalid = raw(
@@ -75,8 +85,7 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
     let missing =
         raw(json!({"code": -32002, "message": "Resource not found", "data": {"uri": "file:///home/deploy/secret"}}));
     let v: Value =
-        serde_json::from_str(reply(&r, "u", "resources/read", None, None, Err(missing)).unwrap_err().get())
-            .unwrap();
+        serde_json::from_str(reply(&r, "u", "resources/read", None, None, Err(missing)).unwrap_err().get()).unwrap();
     assert_eq!(v["code"], -32002);
     assert!(v["data"]["uri"].is_string());
 }

@@ -88,9 +88,7 @@ async fn the_budget_caps_retries_under_a_full_outage() {
     let layer = RetryLayer::new(cfg);
     let svc = layer.layer(service_fn(move |_req: UpstreamCall| {
         counter.fetch_add(1, Ordering::SeqCst);
-        async move {
-            Err::<Answer, _>(failed(UpstreamError::HttpStatus { status: 503, retry_after: None }))
-        }
+        async move { Err::<Answer, _>(failed(UpstreamError::HttpStatus { status: 503, retry_after: None })) }
     }));
     let requests = 100;
     for _ in 0..requests {

@@ -1,0 +1,223 @@
+//! The request path through the real binary, for defects found from outside: resource
+//! lookups under one deadline, shared resource URIs, one answer for every overload,
+//! cancelled requests in the metrics, schemas known before the first call, stdio crashes
+//! that do not cut an upstream off, hung replicas avoided, and upstream breakers that
+//! announce the tools they hide.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use std::time::{Duration, Instant};
+
+use common::{DemoUpstream, Seawall};
+use mcp_client::Client;
+use serde_json::{Value, json};
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn metrics(gw: &Seawall) -> String {
+    reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unclaimed_resource_read_has_one_deadline_and_a_timeout_is_not_not_found() {
+    let f = DemoUpstream::start(false, &["--read-latency", "10000"]).await;
+    let g = DemoUpstream::start(false, &["--read-latency", "10000"]).await;
+    let gw = Seawall::start(&format!(
+        "upstreams:\n  - name: f\n    url: {}\n    timeouts: {{ request: 1s }}\n  - name: g\n    url: {}\n    timeouts: {{ request: 2s }}\n",
+        f.url, g.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let started = Instant::now();
+    let read = c.request(1, "resources/read", json!({"uri": "f://r"})).await;
+    let took = started.elapsed();
+    assert_eq!(read.error()["code"], -32001, "{}", read.raw);
+    // Both candidates are asked at once: the lookup ends with the longer deadline (2 s),
+    // not after the sum of both.
+    assert!(took < Duration::from_millis(2800), "took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_uri_listed_by_two_upstreams_is_listed_once_and_read_from_the_first() {
+    let a = DemoUpstream::start(true, &[]).await;
+    let b = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&format!("upstreams:\n  - name: a\n    url: {}\n  - name: b\n    url: {}\n", a.url, b.url))
+        .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let listed = c.request(1, "resources/list", json!({})).await;
+    let readmes =
+        listed.result()["resources"].as_array().unwrap().iter().filter(|r| r["uri"] == "demo://readme").count();
+    assert_eq!(readmes, 1, "{}", listed.raw);
+    let read = c.request(2, "resources/read", json!({"uri": "demo://readme"})).await;
+    assert!(read.result()["contents"][0]["text"].is_string(), "{}", read.raw);
+    let reads = |d: &DemoUpstream| {
+        d.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == "resources/read").count()
+    };
+    assert_eq!((reads(&a), reads(&b)), (1, 0), "the read goes to the first upstream in configuration order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_session_cap_refuses_like_every_other_overload() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!(
+        "limits: {{ max_in_flight_per_session: 1 }}\nupstreams:\n  - name: remote\n    url: {}\n",
+        remote.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let busy = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_tool(1, "remote__sleep", json!({"ms": 2000})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = c.request(2, "tools/list", json!({})).await;
+    assert_eq!(refused.status, 503, "{}", refused.raw);
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    let error = refused.error();
+    assert_eq!(error["code"], -32012, "{error}");
+    assert_eq!(refused.response()["id"], 2);
+    assert_eq!(error["data"]["retryAfterSeconds"], 1);
+    assert!(error["data"]["correlationId"].is_string(), "{error}");
+    assert_eq!(text_of(&busy.await.unwrap()), "slept 2000 ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_client_cancels_is_counted_as_cancelled() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!("upstreams:\n  - name: remote\n    url: {}\n", remote.url)).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let _ = c.request(1, "tools/list", json!({})).await;
+    let sleeping = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.request(7, "tools/call", json!({"name": "remote__sleep", "arguments": {"ms": 5000}})).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.notify("notifications/cancelled", json!({"requestId": 7, "reason": "changed my mind"})).await;
+    let answered = tokio::time::timeout(Duration::from_secs(4), sleeping).await.expect("answered at once").unwrap();
+    assert_eq!(answered.error()["code"], -32800, "{}", answered.raw);
+    let line = r#"seawall_requests_total{upstream="remote",method="tools/call",tool="sleep",outcome="cancelled"} 1"#;
+    let mut text = String::new();
+    for _ in 0..20 {
+        text = metrics(&gw).await;
+        if text.contains(line) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("missing {line} in\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_are_checked_from_the_first_call_on_a_fresh_gateway() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&format!("upstreams:\n  - name: d\n    url: {}\n", remote.url)).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    // No session has listed the tools: seawall lists them itself before forwarding.
+    let refused = c.call_tool(1, "d__add", json!({"a": "one", "b": 2})).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = text_of(&refused);
+    assert!(text.contains("invalid arguments for tool 'd__add'") && text.contains("/a"), "{text}");
+    let adds = remote.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == "add").count();
+    assert_eq!(adds, 0, "the bad call never reached the upstream");
+    let sum = c.call_tool(2, "d__add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(sum["structuredContent"]["sum"], json!(3), "{sum}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_crash_does_not_cut_the_upstream_off() {
+    let gw = Seawall::start(
+        "upstreams:\n  - name: s\n    command: seawall\n    args: [demo-upstream, --stdio]\n    restart: { base_delay: 100ms }\n",
+    )
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    // Calls in flight when the process dies: more than the upstream breaker's five
+    // consecutive failures.
+    let in_flight: Vec<_> = (0..6)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move { c.call_tool(10 + i, "s__sleep", json!({"ms": 3000})).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let crashed = c.call_tool(2, "s__crash", json!({})).await;
+    assert_eq!(crashed["isError"], true, "{crashed}");
+    for call in in_flight {
+        assert_eq!(call.await.unwrap()["isError"], true);
+    }
+    // Requests arriving while the process restarts wait for it, within their deadline.
+    for id in 20..25 {
+        let read = c.request(id, "resources/read", json!({"uri": "demo://readme"})).await;
+        assert!(read.result()["contents"][0]["text"].is_string(), "{}", read.raw);
+    }
+    let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    let upstream =
+        status["breakers"].as_array().unwrap().iter().find(|b| b["upstream"] == "s" && b["tool"].is_null()).cloned();
+    assert_eq!(upstream.map(|b| b["state"].clone()), Some(json!("closed")), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_replica_is_timed_out_per_attempt_and_ejected() {
+    let frozen = DemoUpstream::start(false, &[]).await;
+    let healthy = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!(
+        "upstreams:\n  - name: r\n    url: {}\n    endpoints: [{}]\n    timeouts: {{ request: 10s, attempt: 1s }}\n",
+        frozen.url, healthy.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let pid = nix::unistd::Pid::from_raw(frozen.proc.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let mut slowest = Duration::ZERO;
+    for id in 1..=30 {
+        let started = Instant::now();
+        let read = c.request(id, "resources/read", json!({"uri": "demo://readme"})).await;
+        slowest = slowest.max(started.elapsed());
+        assert!(read.response().get("result").is_some(), "read {id}: {}", read.raw);
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(
+        slowest < Duration::from_secs(4),
+        "an attempt timeout and a retry elsewhere, not the deadline: {slowest:?}"
+    );
+    let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    assert_eq!(status["upstreams"]["r"]["endpoints_ejected"], json!([true, false]), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_upstream_breaker_hides_its_tools_and_says_so() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!(
+        "defaults:\n  breaker: {{ hide_open_tools: true, consecutive_failures: 2, break: 30s }}\nupstreams:\n  - name: remote\n    url: {}\n  - name: local\n    command: seawall\n    args: [demo-upstream, --stdio]\n",
+        remote.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let listed = c.request(1, "tools/list", json!({})).await;
+    assert!(listed.result()["tools"].to_string().contains("remote__echo"));
+    let (status, mut stream) = c.open_stream().await;
+    assert_eq!(status, 200);
+    for id in 2..4 {
+        let failed = c
+            .call_tool(id, "remote__flaky", json!({"key": format!("k{id}"), "fail_first": 9, "mode": "http_503"}))
+            .await;
+        assert_eq!(failed["isError"], true, "{failed}");
+    }
+    let changed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if stream.recv().await.expect("stream")["method"] == "notifications/tools/list_changed" {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(changed.is_ok(), "clients hear list_changed when an upstream's tools are hidden");
+    let listed = c.request(4, "tools/list", json!({})).await;
+    let tools = listed.result()["tools"].to_string();
+    assert!(!tools.contains("remote__echo") && tools.contains("local__echo"), "{}", listed.raw);
+}
