@@ -65,3 +65,24 @@ async fn sighup_leaves_the_gateway_serving() {
     let status = gw.stop(Duration::from_secs(10)).await.expect("seawall stops on SIGTERM");
     assert!(status.success(), "SIGTERM still ends it cleanly: {status:?}");
 }
+
+/// MCP ids are strings or integers: `1.5`, `1e400` and `-0` are refused as invalid
+/// requests with a null id, never echoed; integers of any length still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_that_are_not_strings_or_integers_are_refused() {
+    let gw = Seawall::start(&common::config_yaml(&[common::Upstream::demo_stdio("demo", false)], "")).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    for id in ["1.5", "1e400", "-0", "7.0"] {
+        let reply = c.post_raw(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#), &[]).await;
+        assert_eq!(reply.status, 400, "{id}: {}", reply.raw);
+        let response = reply.response();
+        assert_eq!(response["error"]["code"], -32600, "{id}: {}", reply.raw);
+        assert!(response["id"].is_null(), "{id} must not be echoed: {}", reply.raw);
+        assert!(!reply.raw.contains(id), "{id} must not be echoed: {}", reply.raw);
+    }
+    for id in ["-1", "0", "123456789012345678901234567890"] {
+        let reply = c.post_raw(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#), &[]).await;
+        assert_eq!(reply.status, 200, "{id}: {}", reply.raw);
+        assert!(reply.raw.contains(&format!(r#""id":{id}"#)), "{id} is echoed as sent: {}", reply.raw);
+    }
+}
