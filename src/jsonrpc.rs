@@ -35,6 +35,8 @@ pub mod code {
     pub const OVERLOADED: i64 = -32012;
     /// The request was cancelled.
     pub const REQUEST_CANCELLED: i64 = -32800;
+    /// The client must complete a URL elicitation first (MCP 2025-11-25).
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 }
 
 /// A JSON-RPC request id: a string or an integer (MCP forbids fractions, exponents and

@@ -86,3 +86,74 @@ async fn ids_that_are_not_strings_or_integers_are_refused() {
         assert!(reply.raw.contains(&format!(r#""id":{id}"#)), "{id} is echoed as sent: {}", reply.raw);
     }
 }
+
+/// A -32002 answer names the URI the client asked for, escaped but never masked, both
+/// when seawall itself finds no upstream for it and when the upstream says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_not_found_names_the_uri_the_client_sent() {
+    let upstreams = [common::Upstream::demo_stdio("a", false), common::Upstream::demo_stdio("b", false)];
+    let gw = Seawall::start(&common::config_yaml(&upstreams, "")).await;
+    // `/mcp` asks both upstreams and answers itself; `/mcp/a` relays a's own -32002.
+    for url in [gw.url.clone(), gw.upstream_url("a")] {
+        let c = Client::connect(&url, json!({})).await;
+        let reply = c.request(1, "resources/read", json!({"uri": "nope://missing/thing"})).await;
+        let error = reply.error();
+        assert_eq!(error["code"], -32002, "{url}: {}", reply.raw);
+        assert_eq!(error["data"]["uri"], "nope://missing/thing", "{url}: {}", reply.raw);
+        assert!(error["message"].as_str().unwrap().contains("nope://missing/thing"), "{url}: {}", reply.raw);
+        assert!(error["data"]["correlationId"].is_string(), "{url}: {}", reply.raw);
+
+        let reply = c.request(2, "resources/read", json!({"uri": "nope://missing/\u{e9}\n"})).await;
+        assert_eq!(reply.error()["data"]["uri"], "nope://missing/\\xc3\\xa9\\x0a", "{url}: {}", reply.raw);
+        let long = format!("nope://{}", "x".repeat(400));
+        let reply = c.request(3, "resources/read", json!({"uri": long})).await;
+        let uri = reply.error()["data"]["uri"].as_str().unwrap().to_owned();
+        assert!(uri.len() == 256 && uri.starts_with("nope://xxx") && uri.ends_with("..."), "{url}: {uri}");
+    }
+}
+
+/// Every secret an upstream plants in a -32042 error stays out; what the client needs
+/// to go on (the elicitation URL and id) and a correlation id reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_elicitation_errors_keep_the_url_and_lose_the_secrets() {
+    const PLANTED: [&str; 10] = [
+        "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "hunter2",
+        "postgres://",
+        "10.0.3.7",
+        "/srv/app",
+        "/home/deploy",
+        "secrets.yaml",
+        "Traceback",
+        "eyJhbGci",
+        "\\u001b",
+    ];
+    for mode in ["result", "error"] {
+        let extra = format!("errors:\n  tool_failures: {mode}\n");
+        let gw = Seawall::start(&common::config_yaml(&[common::Upstream::demo_stdio("demo", false)], &extra)).await;
+        let c = Client::connect(&gw.url, json!({})).await;
+        c.request(1, "tools/list", json!({})).await;
+        let reply = c.request(2, "tools/call", json!({"name": "demo__fail", "arguments": {"mode": "elicit"}})).await;
+        for planted in PLANTED {
+            assert!(!reply.raw.contains(planted), "{mode}: {planted:?} reached the client: {}", reply.raw);
+        }
+        assert!(reply.raw.bytes().all(|b| b == b'\n' || (0x20..0x7f).contains(&b)), "{mode}: {}", reply.raw);
+        let error = reply.error();
+        assert_eq!(error["code"], -32042, "{mode}: {}", reply.raw);
+        let data = &error["data"];
+        assert_eq!(
+            data["elicitations"],
+            json!([{
+                "mode": "url",
+                "elicitationId": "demo-1",
+                "url": "https://auth.example.com/connect?elicitation=demo-1",
+                "message": data["elicitations"][0]["message"],
+            }]),
+            "{mode}: only the four fields of the one URL elicitation: {}",
+            reply.raw
+        );
+        assert!(data["correlationId"].as_str().is_some_and(|c| !c.is_empty()), "{mode}: {}", reply.raw);
+        let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["elicitations", "correlationId"], "{mode}: {}", reply.raw);
+    }
+}

@@ -41,25 +41,26 @@ fn tool_failures_become_is_error_results_and_others_json_rpc_errors() {
 fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
     let r = Rewriter::new(ErrorsConfig::default());
     let internal = raw(json!({"code": -32603, "message": RAW_TRACE, "data": RAW_TRACE}));
-    let as_tool = r.upstream_reply("u", "tools/call", Some("u__fail"), None, Err(internal.clone())).unwrap();
+    let as_tool = r.upstream_reply("u", "tools/call", Some("u__fail"), None, None, Err(internal.clone())).unwrap();
     assert!(as_tool.get().contains("reported an internal error") && as_tool.get().contains("correlation id"));
     leak_free(as_tool.get());
-    let as_read = r.upstream_reply("u", "resources/read", None, None, Err(internal)).unwrap_err();
+    let as_read = r.upstream_reply("u", "resources/read", None, None, None, Err(internal)).unwrap_err();
     let v: Value = serde_json::from_str(as_read.get()).unwrap();
     assert_eq!(v["code"], -32603);
     assert_eq!(v["message"], "Internal error in upstream 'u'");
     assert!(v["data"]["correlationId"].is_string());
 
     let unknown_code = raw(json!({"code": 42, "message": "weird \u{1b}[31mred"}));
-    let v: Value =
-        serde_json::from_str(r.upstream_reply("u", "prompts/get", None, None, Err(unknown_code)).unwrap_err().get())
-            .unwrap();
+    let v: Value = serde_json::from_str(
+        r.upstream_reply("u", "prompts/get", None, None, None, Err(unknown_code)).unwrap_err().get(),
+    )
+    .unwrap();
     assert_eq!(v["code"], -32603);
 
     let invalid = raw(
         json!({"code": -32602, "message": format!("bad argument \u{1b}[31mé {RAW_TRACE}"), "data": {"path": "/home/deploy/x"}}),
     );
-    let text = r.upstream_reply("u", "tools/call", Some("t"), None, Err(invalid)).unwrap_err();
+    let text = r.upstream_reply("u", "tools/call", Some("t"), None, None, Err(invalid)).unwrap_err();
     let v: Value = serde_json::from_str(text.get()).unwrap();
     assert_eq!(v["code"], -32602);
     let message = v["message"].as_str().unwrap();
@@ -69,9 +70,10 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
 
     let missing =
         raw(json!({"code": -32002, "message": "Resource not found", "data": {"uri": "file:///home/deploy/secret"}}));
-    let v: Value =
-        serde_json::from_str(r.upstream_reply("u", "resources/read", None, None, Err(missing)).unwrap_err().get())
-            .unwrap();
+    let v: Value = serde_json::from_str(
+        r.upstream_reply("u", "resources/read", None, None, None, Err(missing)).unwrap_err().get(),
+    )
+    .unwrap();
     assert_eq!(v["code"], -32002);
     assert!(v["data"]["uri"].is_string());
 }
@@ -80,12 +82,12 @@ fn upstream_internal_errors_are_replaced_and_client_faults_sanitised() {
 fn is_error_texts_are_scrubbed_and_other_results_untouched() {
     let r = Rewriter::new(ErrorsConfig::default());
     let failed = raw(json!({"content": [{"type": "text", "text": RAW_TRACE}], "isError": true}));
-    let out = r.upstream_reply("u", "tools/call", Some("t"), None, Ok(failed)).unwrap();
+    let out = r.upstream_reply("u", "tools/call", Some("t"), None, None, Ok(failed)).unwrap();
     assert!(out.get().contains("ConnectionRefusedError"), "the headline survives: {}", out.get());
     leak_free(out.get());
     let fine = raw(json!({"content": [{"type": "text", "text": "/home/deploy is fine here"}], "extra": 1.50}));
     let text = fine.get().to_owned();
-    assert_eq!(r.upstream_reply("u", "tools/call", Some("t"), None, Ok(fine)).unwrap().get(), text);
+    assert_eq!(r.upstream_reply("u", "tools/call", Some("t"), None, None, Ok(fine)).unwrap().get(), text);
 }
 
 #[test]
@@ -111,11 +113,16 @@ fn arguments_and_structured_output_are_checked_against_the_schemas() {
     assert!(r.check_arguments("t", None, Some(&json!({"a": "x"}))).is_ok(), "no schema known: not checked");
 
     let good = raw(json!({"content": [], "structuredContent": {"sum": 3}}));
-    assert!(r.upstream_reply("u", "tools/call", Some("t"), Some(&info), Ok(good)).unwrap().get().contains("\"sum\":3"));
+    assert!(
+        r.upstream_reply("u", "tools/call", Some("t"), None, Some(&info), Ok(good))
+            .unwrap()
+            .get()
+            .contains("\"sum\":3")
+    );
     let bad = raw(
         json!({"content": [], "structuredContent": {"sum": "three", "secret": "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"}}),
     );
-    let out = r.upstream_reply("u", "tools/call", Some("t"), Some(&info), Ok(bad)).unwrap();
+    let out = r.upstream_reply("u", "tools/call", Some("t"), None, Some(&info), Ok(bad)).unwrap();
     assert!(out.get().contains("\"isError\":true") && !out.get().contains("three"));
     leak_free(out.get());
 }
