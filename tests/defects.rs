@@ -157,3 +157,35 @@ async fn url_elicitation_errors_keep_the_url_and_lose_the_secrets() {
         assert_eq!(keys, ["elicitations", "correlationId"], "{mode}: {}", reply.raw);
     }
 }
+
+/// `check-config` and `run` report every problem of a file at once, one
+/// `FILE:LINE: field: message` line each, in line order, and exit non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_config_problem_is_reported_in_one_run() {
+    let dir = common::TestDir::new("config");
+    let file = dir.write(
+        "bad.yaml",
+        "defaults:\n  retry: {max_attempts: \"three\"}\n  brake: {consecutive_failures: 3}\n\
+         upstreams:\n  - name: a\n    command: x\n    share: sometimes\n  - name: b\n    url: ftp://x\n",
+    );
+    let f = file.display().to_string();
+    let expected = [
+        format!("{f}:2: defaults.retry.max_attempts: invalid type: string \"three\", expected u32"),
+        format!("{f}:3: defaults: unknown field `brake`, expected one of"),
+        format!("{f}:7: upstreams[0].share: unknown variant `sometimes`"),
+        format!("{f}:9: upstreams[1].url: not an http(s) URL: \"ftp://x\""),
+    ];
+    let mut check = tokio::process::Command::new(common::seawall_bin());
+    check.arg("check-config").arg(&file);
+    let mut run = tokio::process::Command::new(common::seawall_bin());
+    run.args(["run", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--config"]).arg(&file);
+    for (name, cmd) in [("check-config", check), ("run", run)] {
+        let out = common::run_script(name, cmd, Duration::from_secs(60)).await;
+        assert!(!out.status.success(), "{name} accepted an invalid file");
+        let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with(&f)).collect();
+        assert_eq!(lines.len(), expected.len(), "{name}:\n{}", out.stderr);
+        for (line, want) in lines.iter().zip(&expected) {
+            assert!(line.starts_with(want.as_str()), "{name}: {line:?} should start with {want:?}");
+        }
+    }
+}
