@@ -5,7 +5,8 @@
 //! - the message is sanitised (`[url]`, `[path]`, `[redacted]` …), or for -32002 about the
 //!   URI the client asked for, replaced by `Resource not found: <that URI>`;
 //! - -32002: `data.uri` is the client's own URI, escaped but not masked, when the upstream
-//!   names that URI; any other URI the upstream wrote is sanitised like all its text;
+//!   names that URI or none; any other URI the upstream wrote is sanitised like all its
+//!   text;
 //! - -32042 (URL elicitation required, MCP 2025-11-25): `data` is cut down to what the
 //!   client needs to go on, `elicitations: [{mode: "url", elicitationId, url, message}]`.
 //!   The URL and the id are escaped but not masked (the client must open that URL and
@@ -38,16 +39,15 @@ pub(super) fn answer(
     match (code, data) {
         (code::RESOURCE_NOT_FOUND, _) => {
             let named = data.and_then(|d| d.get("uri")).and_then(Value::as_str);
-            let uri = match (named, asked_uri) {
-                (Some(named), Some(asked)) if named == asked => {
-                    let quoted = sanitize::quote(asked, TEXT_CAP);
-                    message = format!("Resource not found: {quoted}");
-                    Value::String(quoted)
+            match (named, asked_uri) {
+                // Naming no URI, the upstream is speaking of the one it was asked for.
+                (Some(named), Some(asked)) if named == asked => not_found(asked, &mut message, &mut out),
+                (None, Some(asked)) => not_found(asked, &mut message, &mut out),
+                (Some(named), _) => {
+                    out.insert("uri".into(), Value::String(sanitize::text(named)));
                 }
-                (Some(named), _) => Value::String(sanitize::text(named)),
-                (None, _) => Value::Null,
-            };
-            out.insert("uri".into(), uri);
+                (None, None) => {}
+            }
         }
         (code::URL_ELICITATION_REQUIRED, _) => {
             out.insert("elicitations".into(), Value::Array(elicitations(data)));
@@ -62,6 +62,13 @@ pub(super) fn answer(
         message = default_message(code).to_owned();
     }
     (message, Value::Object(out))
+}
+
+/// A -32002 about the client's own URI: the URI is quoted, not masked, in both places.
+fn not_found(asked: &str, message: &mut String, out: &mut Map<String, Value>) {
+    let quoted = sanitize::quote(asked, TEXT_CAP);
+    *message = format!("Resource not found: {quoted}");
+    out.insert("uri".into(), Value::String(quoted));
 }
 
 /// The well-formed URL elicitations of a -32042 `data`, reduced to their four fields.
@@ -151,6 +158,10 @@ mod tests {
         let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), Some(&data), Some("demo://x"), "c");
         assert_eq!(message, "gone");
         assert_eq!(out["uri"], "[url]");
+        let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), None, Some("demo://x"), "c");
+        assert_eq!((message.as_str(), &out["uri"]), ("Resource not found: demo://x", &json!("demo://x")));
+        let (message, out) = answer(code::RESOURCE_NOT_FOUND, None, None, None, "c");
+        assert_eq!((message.as_str(), out), ("Resource not found", json!({"correlationId": "c"})));
     }
 
     #[test]
