@@ -117,3 +117,19 @@ fn a_misspelt_required_key_is_reported_as_unknown_and_as_missing() {
     assert_issue(&found[0], 2, "upstreams[0]", "unknown field `nam`");
     assert_issue(&found[1], 2, "upstreams[0]", "missing field `name`");
 }
+
+#[test]
+fn keys_with_dots_are_followed_to_their_own_line() {
+    let found = issues(&[
+        "upstreams:",
+        "  - name: a",
+        "    url: http://h/",
+        "    headers:",
+        "      X.Y: {a: 1}",
+        "      X: ok",
+        "      Z: [1]",
+    ]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_issue(&found[0], 5, "upstreams[0].headers.X.Y", "invalid type: map");
+    assert_issue(&found[1], 7, "upstreams[0].headers.Z", "invalid type: sequence");
+}
