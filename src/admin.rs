@@ -65,7 +65,7 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
         .breakers()
         .states()
         .into_iter()
-        .map(|(key, state)| json!({ "upstream": &*key.upstream, "tool": key.tool.as_deref(), "state": format!("{state:?}").to_lowercase() }))
+        .map(|(key, state)| json!({ "upstream": &*key.upstream, "tool": key.tool.as_deref(), "state": state.as_str() }))
         .collect();
     let body = json!({
         "status": if ready { "ready" } else { "degraded" },

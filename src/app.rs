@@ -140,7 +140,7 @@ fn resolve_program(command: &str) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(command))
 }
 
-/// Runs the gateway until SIGINT or SIGTERM.
+/// Runs the gateway until SIGINT or SIGTERM (SIGHUP is logged and ignored).
 pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()> {
     if let Some(listen) = overrides.listen {
         config.listen = listen;
@@ -148,14 +148,10 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     if let Some(admin) = overrides.admin_listen {
         config.admin_listen = Some(admin);
     }
+    crate::signals::ignore_reload_requests();
     let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
     let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
-        let to = match state {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
-        };
-        crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), to);
+        crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), state.as_str());
         let _ = transitions_tx.send((key.clone(), state));
     }));
     let metrics = crate::telemetry::metrics::install();
@@ -192,9 +188,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let announcer = tokio::spawn(announce_hidden_tools(Arc::clone(&gateway), breakers, transitions));
     let admin_task = admin.map(|l| {
         let app = crate::admin::router(Arc::clone(&gateway), metrics.clone());
-        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(shutdown_signal()).await })
+        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(crate::signals::shutdown_signal()).await })
     });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    axum::serve(listener, app).with_graceful_shutdown(crate::signals::shutdown_signal()).await?;
 
     tracing::info!("shutting down");
     reaper.abort();
@@ -249,24 +245,4 @@ async fn reap_sessions(gateway: Arc<Gateway>, metrics: Option<metrics_exporter_p
             m.run_upkeep();
         }
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

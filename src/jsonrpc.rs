@@ -35,9 +35,13 @@ pub mod code {
     pub const OVERLOADED: i64 = -32012;
     /// The request was cancelled.
     pub const REQUEST_CANCELLED: i64 = -32800;
+    /// The client must complete a URL elicitation first (MCP 2025-11-25).
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 }
 
-/// A JSON-RPC request id: a string or a number, kept exactly as the peer wrote it.
+/// A JSON-RPC request id: a string or an integer (MCP forbids fractions, exponents and
+/// `null`), kept exactly as the peer wrote it. Integers of any length are accepted, as
+/// JSON-RPC allows; they are compared and echoed as text.
 #[derive(Clone)]
 pub struct Id(Arc<RawValue>);
 
@@ -72,16 +76,33 @@ impl Id {
         serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
     }
 
-    /// Builds an id from a JSON value; `None` unless it is a string or a number.
+    /// Builds an id from a JSON value; `None` unless it is a string or an integer.
     pub fn from_value(value: &serde_json::Value) -> Option<Id> {
         match value {
             serde_json::Value::String(_) | serde_json::Value::Number(_) => {
                 let text = serde_json::to_string(value).ok()?;
-                RawValue::from_string(text).ok().map(Id::from_raw)
+                Id::from_raw_checked(RawValue::from_string(text).ok()?)
             }
             _ => None,
         }
     }
+
+    /// Accepts a peer's raw id only in a form MCP allows.
+    fn from_raw_checked(raw: Box<RawValue>) -> Option<Id> {
+        is_valid_id(raw.get()).then(|| Id::from_raw(raw))
+    }
+}
+
+/// Whether `text` (one JSON value) is an id MCP allows: a string, or an integer literal
+/// `-?[0-9]+` other than `-0`. With `arbitrary_precision` numbers keep their text, so
+/// `1.5`, `1e3` and `-0` would otherwise be echoed as ids.
+fn is_valid_id(text: &str) -> bool {
+    if text.starts_with('"') {
+        return true;
+    }
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    integer && text != "-0"
 }
 
 fn null_raw() -> Box<RawValue> {
@@ -249,10 +270,10 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
     };
     let id = match env.id {
         None => None,
-        Some(raw) => match raw.get().as_bytes().first() {
-            Some(b'"' | b'-' | b'0'..=b'9') => Some(Id::from_raw(raw)),
-            _ => {
-                return Err(DecodeError::Invalid { id: None, reason: "id must be a string or a number" });
+        Some(raw) => match Id::from_raw_checked(raw) {
+            Some(id) => Some(id),
+            None => {
+                return Err(DecodeError::Invalid { id: None, reason: "id must be a string or an integer" });
             }
         },
     };
@@ -447,6 +468,37 @@ mod tests {
             let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
             let Ok(Message::Request(r)) = decode(&msg) else { panic!("{text}") };
             assert_eq!(encode_request(&r.id, "ping", None), msg);
+        }
+    }
+
+    #[test]
+    fn ids_mcp_forbids_are_refused_without_an_id() {
+        for text in ["1.5", "1e400", "-0", "1E2", "0.0", "-1.0", "null", "true", "[]"] {
+            let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
+            assert_eq!(
+                decode(&msg),
+                Err(DecodeError::Invalid { id: None, reason: "id must be a string or an integer" }),
+                "{text}"
+            );
+        }
+        for text in ["0", "-1", "9223372036854775808", r#""1.5""#] {
+            let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
+            assert!(matches!(decode(&msg), Ok(Message::Request(_))), "{text}");
+        }
+        let fraction: serde_json::Value = serde_json::from_str("2.5").unwrap();
+        assert!(Id::from_value(&fraction).is_none());
+        assert_eq!(Id::from_value(&serde_json::json!(7)), Some(Id::number(7)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn integer_ids_are_kept_and_other_numbers_refused(n in proptest::num::i64::ANY, f in -1e6f64..1e6) {
+            let msg = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#);
+            let Ok(Message::Request(r)) = decode(&msg) else { panic!("{n}") };
+            proptest::prop_assert_eq!(r.id.as_json(), n.to_string());
+            let text = format!("{f:.3}");
+            let msg = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#);
+            proptest::prop_assert!(decode(&msg).is_err(), "{}", text);
         }
     }
 

@@ -20,6 +20,7 @@ pub mod policy;
 pub mod resilience;
 pub mod routing;
 pub mod session;
+mod signals;
 pub mod sse;
 pub mod telemetry;
 pub mod upstream;

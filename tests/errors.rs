@@ -83,10 +83,12 @@ async fn leaky_upstream_failures_reach_the_client_clean_and_actionable() {
     let text = text_of(reply.result());
     assert!(text.contains("failed") && text.contains("IllegalStateException"), "{text}");
 
-    // Resource failures are JSON-RPC errors with the URI echoed sanitised.
-    let reply = c.request(8, "resources/read", json!({"uri": "fake://x/\u{1b}[31m/home/deploy"})).await;
+    // Resource failures are JSON-RPC errors naming the client's own URI, escaped; the
+    // upstream's text around it is scrubbed.
+    let reply = c.request(8, "resources/read", json!({"uri": "fake://x/\u{1b}[31mred"})).await;
     assert_clean("resources/read", &reply);
     assert_eq!(reply.error()["code"], -32002);
+    assert_eq!(reply.error()["data"]["uri"], "fake://x/\\x1b[31mred", "{}", reply.raw);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

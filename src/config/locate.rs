@@ -44,6 +44,21 @@ impl FieldPath {
         path.0.push(Segment::Index(index));
         path
     }
+
+    /// The path made of `segments`, root first.
+    pub(crate) fn from_segments(segments: Vec<Segment>) -> Self {
+        FieldPath(segments)
+    }
+
+    /// The steps from the root.
+    pub(crate) fn segments(&self) -> &[Segment] {
+        &self.0
+    }
+
+    /// Whether `self` is `other` or lies inside it.
+    pub(crate) fn starts_with(&self, other: &FieldPath) -> bool {
+        self.0.starts_with(&other.0)
+    }
 }
 
 impl fmt::Display for FieldPath {

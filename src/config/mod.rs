@@ -2,13 +2,17 @@
 //! expansion, and validation that reports every problem as `FILE:LINE: FIELD: message`.
 //!
 //! Loading runs in three passes over one YAML text:
-//! 1. yaml_serde deserializes it (syntax, types, unknown fields; stops at the first);
+//! 1. yaml_serde deserializes it (syntax, types, unknown fields); after a type error or
+//!    an unknown key, `collect` takes the offending node out and deserializes the rest
+//!    again, so every such problem is found (a syntax error is the only one reported);
 //! 2. `${VAR}` references in upstream `env` and `headers` values are expanded;
-//! 3. semantic checks run over the whole config and report all problems together.
+//! 3. semantic checks run over the whole config.
 //!
-//! Problems from passes 2 and 3 know their field path; `locate` finds its line.
+//! Every problem knows its field path; `locate` finds its line. All of them are reported
+//! together, in line order.
 //! This module has no behaviour beyond that: it does not open sockets or spawn anything.
 
+mod collect;
 mod error;
 mod expand;
 mod locate;
@@ -56,22 +60,27 @@ impl Config {
         origin: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut config: Config = yaml_serde::from_str(text).map_err(|err| ConfigError::Invalid {
-            origin: origin.to_owned(),
-            issues: vec![ConfigIssue::from_yaml(&err)],
-        })?;
-        let mut problems = expand::expand_config(&mut config, lookup);
-        problems.extend(validate::validate(&config, &|path| locate::is_written(text, path)));
-        if problems.is_empty() {
-            return Ok(config);
+        let collected = collect::deserialize(text);
+        let mut issues = collected.issues;
+        if let Some(mut config) = collected.config {
+            // Paths of the config are those of the document minus what `collect` left out.
+            let indices = &collected.indices;
+            let written = |path: &locate::FieldPath| locate::is_written(text, &indices.original(path));
+            let mut problems = expand::expand_config(&mut config, lookup);
+            problems.extend(validate::validate(&config, &written));
+            if problems.is_empty() && issues.is_empty() {
+                return Ok(config);
+            }
+            for problem in problems {
+                let path = indices.original(&problem.path);
+                // A node that lost a part may look wrong only for that loss.
+                if collected.removed.iter().any(|removed| removed.starts_with(&path)) {
+                    continue;
+                }
+                let line = locate::line_of(text, &path);
+                issues.push(issue(Problem { path, ..problem }, Some(line)));
+            }
         }
-        let mut issues: Vec<ConfigIssue> = problems
-            .into_iter()
-            .map(|p| {
-                let line = locate::line_of(text, &p.path);
-                issue(p, Some(line))
-            })
-            .collect();
         issues.sort_by_key(|issue| issue.line);
         Err(ConfigError::Invalid { origin: origin.to_owned(), issues })
     }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 pub mod code {
     pub use crate::jsonrpc::code::{
         INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND,
+        URL_ELICITATION_REQUIRED,
     };
     /// HTTP transport: the `Mcp-Session-Id` names no live session.
     pub const SESSION_NOT_FOUND: i64 = -32001;

@@ -66,8 +66,8 @@ pub fn definitions() -> Vec<Value> {
         }),
         json!({
             "name": "fail",
-            "description": "Fail like a careless upstream: a raw traceback with paths, internal URLs and secrets.",
-            "inputSchema": schema(json!({"mode": {"type": "string", "enum": ["error", "result"]}}), &[]),
+            "description": "Fail like a careless upstream: a raw traceback with paths, internal URLs and secrets (mode `elicit`: as a -32042 URL elicitation error).",
+            "inputSchema": schema(json!({"mode": {"type": "string", "enum": ["error", "result", "elicit"]}}), &[]),
             "annotations": {"readOnlyHint": false, "destructiveHint": false},
         }),
         json!({
@@ -262,10 +262,36 @@ async fn sleep(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
     Ok(text_result(format!("slept {ms} ms")))
 }
 
+/// The URL `fail` in mode `elicit` asks the client to open (MCP URL elicitation).
+pub const ELICITATION_URL: &str = "https://auth.example.com/connect?elicitation=demo-1";
+
+/// A -32042 "URL elicitation required" error whose message and `data` carry, beside
+/// the one URL elicitation the client needs, everything a careless upstream adds.
+fn leaky_elicitation() -> RpcError {
+    let message = format!(
+        "\u{1b}[31mURL elicitation required\u{1b}[0m (api_key=sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c)\n{LEAKY_FAILURE}"
+    );
+    RpcError::new(rpc::code::URL_ELICITATION_REQUIRED, message).with_data(json!({
+        "elicitations": [{
+            "mode": "url",
+            "elicitationId": "demo-1",
+            "url": ELICITATION_URL,
+            "message": "Sign in to continue (session at /srv/app/sessions/demo-1, key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c)",
+            "debug": LEAKY_FAILURE,
+        }],
+        "dsn": "postgres://admin:hunter2@10.0.3.7:5432/prod",
+        "apiKey": "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "configFile": "/home/deploy/.config/app/secrets.yaml",
+        "traceback": LEAKY_FAILURE,
+        "banner": "\u{1b}[31mdemo\u{1b}[0m",
+    }))
+}
+
 fn fail(args: &Map<String, Value>) -> Handled {
     match optional_str(args, "mode")? {
         None | Some("error") => Err(RpcError::internal(LEAKY_FAILURE).with_data(json!(LEAKY_FAILURE)).into()),
         Some("result") => Ok(error_result(LEAKY_FAILURE)),
+        Some("elicit") => Err(leaky_elicitation().into()),
         Some(other) => Err(RpcError::invalid_params(format!("unknown mode: {other}")).into()),
     }
 }

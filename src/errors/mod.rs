@@ -6,6 +6,7 @@
 //! upstream detail goes to the log next to a correlation id and never to the client;
 //! everything quoted from a peer passes through [`sanitize`].
 
+mod passthrough;
 pub mod rewrite;
 pub mod sanitize;
 

@@ -6,7 +6,7 @@
 //! | tool could not do its job (upstream internal error, crash, broken connection, timeout, open circuit) | `isError` result (or -32603 / -32001 / -32010 / -32011 with `tool_failures: error`) |
 //! | arguments break the tool's `inputSchema` | `isError` result listing violations (or -32602 with `data.validation_errors`) |
 //! | `structuredContent` breaks the tool's `outputSchema` | `isError` result (or -32603) |
-//! | upstream -32600 / -32601 / -32602 / -32002 / -32800 / -32042 | same code, sanitised message and data |
+//! | upstream -32600 / -32601 / -32602 / -32002 / -32800 / -32042 | same code, sanitised message and data (`passthrough`) |
 //! | upstream -32603 or any other code | -32603 "Internal error in upstream 'x'" (tool calls: `isError`) |
 //! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012 |
 //!
@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::sanitize::{self, TEXT_CAP};
-use super::{correlation_id, human, tool_error};
+use super::{correlation_id, human, passthrough, tool_error};
 use crate::call::{Answer, GatewayError, Origin, Reply};
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
@@ -37,12 +37,8 @@ const CLIENT_FAULTS: &[i64] = &[
     code::INVALID_PARAMS,
     code::RESOURCE_NOT_FOUND,
     code::REQUEST_CANCELLED,
-    URL_ELICITATION_REQUIRED,
+    code::URL_ELICITATION_REQUIRED,
 ];
-
-/// MCP 2025-11-25: the client must complete a URL elicitation first; `data` is protocol
-/// payload (the URLs to visit), so it is passed on as sent.
-const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// Turns failures and upstream errors into answers.
 pub struct Rewriter {
@@ -115,11 +111,15 @@ impl Rewriter {
                 &format!("Unknown prompt: {}", sanitize::ident(p)),
                 data(),
             )),
-            GatewayError::ResourceNotFound(uri) => Err(jsonrpc::error_object(
-                code::RESOURCE_NOT_FOUND,
-                "Resource not found",
-                Some(json!({ "uri": sanitize::text(uri), "correlationId": cid })),
-            )),
+            GatewayError::ResourceNotFound(uri) => {
+                // The client's own URI is no secret: escaped and capped, never masked.
+                let uri = sanitize::quote(uri, TEXT_CAP);
+                Err(jsonrpc::error_object(
+                    code::RESOURCE_NOT_FOUND,
+                    &format!("Resource not found: {uri}"),
+                    Some(json!({ "uri": uri, "correlationId": cid })),
+                ))
+            }
             GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
             GatewayError::Timeout { after, .. } | GatewayError::AttemptTimeout { after, .. } => match as_result {
                 Some(tool) => Ok(tool_error(&format!(
@@ -213,17 +213,19 @@ impl Rewriter {
 
     /// An upstream's answer → what the client sees. Results pass untouched, except
     /// `tools/call` results that are `isError` (scrubbed) or whose `structuredContent`
-    /// breaks the tool's `outputSchema` (replaced).
+    /// breaks the tool's `outputSchema` (replaced). `asked_uri` is the URI a `resources/*`
+    /// request named, which a -32002 answer may quote back.
     pub fn upstream_reply(
         &self,
         upstream: &str,
         method: &str,
         tool: Option<&str>,
+        asked_uri: Option<&str>,
         info: Option<&ToolInfo>,
         answer: Answer,
     ) -> Reply {
         match answer {
-            Answer::Error { raw, .. } => self.upstream_error(upstream, method, tool, &raw),
+            Answer::Error { raw, .. } => self.upstream_error(upstream, method, tool, asked_uri, &raw),
             Answer::Result { raw, is_error } if method == method::TOOLS_CALL => {
                 self.tool_result(upstream, tool, info, raw, is_error)
             }
@@ -231,7 +233,14 @@ impl Rewriter {
         }
     }
 
-    fn upstream_error(&self, upstream: &str, method: &str, tool: Option<&str>, error: &RawValue) -> Reply {
+    fn upstream_error(
+        &self,
+        upstream: &str,
+        method: &str,
+        tool: Option<&str>,
+        asked_uri: Option<&str>,
+        error: &RawValue,
+    ) -> Reply {
         let cid = correlation_id();
         let view: Option<ErrorView> = serde_json::from_str(error.get()).ok();
         let code = view.as_ref().and_then(|v| v.code);
@@ -239,21 +248,10 @@ impl Rewriter {
             && CLIENT_FAULTS.contains(&code)
         {
             tracing::debug!(correlation_id = %cid, upstream, code, raw = %truncated(error.get()), "upstream refused a request");
-            let message = sanitize::text(view.message.as_deref().unwrap_or(""));
-            let data = match (&view.data, code) {
-                (Some(data), URL_ELICITATION_REQUIRED) => Some(data.clone()),
-                (Some(Value::Object(d)), code::RESOURCE_NOT_FOUND) => {
-                    let uri = d.get("uri").and_then(Value::as_str).map(sanitize::text);
-                    Some(json!({ "uri": uri, "correlationId": cid }))
-                }
-                (Some(data), _) => {
-                    Some(json!({ "upstream": sanitize::sanitize_json(data, TEXT_CAP), "correlationId": cid }))
-                }
-                (None, _) => Some(json!({ "correlationId": cid })),
-            };
-            let message = if message.is_empty() { default_message(code).to_owned() } else { message };
+            let (message, data) =
+                passthrough::answer(code, view.message.as_deref(), view.data.as_ref(), asked_uri, &cid);
             metrics::error_rewritten(Origin::Client.as_str());
-            return Err(jsonrpc::error_object(code, &message, data));
+            return Err(jsonrpc::error_object(code, &message, Some(data)));
         }
         tracing::warn!(
             correlation_id = %cid,
@@ -352,17 +350,6 @@ fn describe(violations: &[Violation]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-fn default_message(code: i64) -> &'static str {
-    match code {
-        code::INVALID_REQUEST => "Invalid request",
-        code::METHOD_NOT_FOUND => "Method not found",
-        code::INVALID_PARAMS => "Invalid params",
-        code::RESOURCE_NOT_FOUND => "Resource not found",
-        code::REQUEST_CANCELLED => "Request cancelled",
-        _ => "Error",
-    }
 }
 
 fn capitalise(s: &str) -> String {

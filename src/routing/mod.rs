@@ -194,6 +194,10 @@ impl Router {
         };
         let timer = metrics::RequestTimer::start(&handle.name, method, tool_label);
         let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        let asked_uri = method
+            .starts_with("resources/")
+            .then(|| jsonrpc::view::<UriParams>(params.as_deref()).map(|p| p.uri))
+            .flatten();
         if let Some(client_tool) = &client_tool {
             let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
             if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
@@ -213,7 +217,14 @@ impl Router {
             }
             other => other,
         };
-        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), info.as_deref(), answer))
+        Ok(self.rewriter.upstream_reply(
+            &handle.name,
+            method,
+            client_tool.as_deref(),
+            asked_uri.as_deref(),
+            info.as_deref(),
+            answer,
+        ))
     }
 
     /// Sends one request through the upstream's stack.

@@ -23,6 +23,8 @@
 //! Steps 2–5 are [`scrub`], which long texts use on their own. Redaction comes before
 //! escaping and capping, so a secret is never half cut and left recognisable.
 //!
+//! [`quote`] runs steps 6 and 7 alone, for the few texts that must stay as written.
+//!
 //! Every scanner is a hand-written single pass over bytes — no regular expressions, no
 //! backtracking — so the cost is linear in the (bounded) input. The scanners read an
 //! escape `\xNN` as the delimiter its raw byte was, split lines at `\x0a` as at a
@@ -115,6 +117,20 @@ pub fn text(text: &str) -> String {
     sanitize(text, TEXT_CAP)
 }
 
+/// Escapes and caps `text` without redacting anything, for text the client must get
+/// back as written: a URI it sent itself, or a URL an upstream asks it to open. Bytes
+/// outside printable ASCII become `\xNN`; past `cap` bytes the text is cut and ends in
+/// `...` (never inside an escape).
+pub fn quote(text: &str, cap: usize) -> String {
+    let full: usize = text.bytes().map(escaped_len).sum();
+    if full <= cap {
+        return escape_within(text, full);
+    }
+    let mut out = escape_within(text, cap.saturating_sub(ELLIPSIS.len()));
+    out.push_str(ELLIPSIS.get(..cap.min(ELLIPSIS.len())).unwrap_or(""));
+    out
+}
+
 /// Applies the redactions only: strips ANSI sequences, reduces stack traces and replaces
 /// URLs, paths, hosts and credentials with markers. Newlines and non-ASCII text survive
 /// and nothing is capped; the caller caps (for long `isError` texts, with a larger cap).
@@ -168,20 +184,7 @@ fn is_cut_separator(c: u8) -> bool {
 fn escape_and_cap(text: &str, cap: usize) -> String {
     let full: usize = text.bytes().map(escaped_len).sum();
     let budget = if full <= cap { full } else { cap.saturating_sub(ELLIPSIS.len()) };
-    let mut out = String::with_capacity(budget.min(full) + ELLIPSIS.len());
-    for c in text.bytes() {
-        if out.len() + escaped_len(c) > budget {
-            break;
-        }
-        if (0x20..=0x7e).contains(&c) {
-            out.push(char::from(c));
-        } else {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\x");
-            out.push(char::from(HEX[usize::from(c >> 4)]));
-            out.push(char::from(HEX[usize::from(c & 0xf)]));
-        }
-    }
+    let mut out = escape_within(text, budget);
     if full > cap {
         // Never leave half a marker.
         if let Some(open) = out.rfind('[')
@@ -198,6 +201,25 @@ fn escape_and_cap(text: &str, cap: usize) -> String {
             out.truncate(delimiter + 1);
         }
         out.push_str(ELLIPSIS.get(..cap.min(ELLIPSIS.len())).unwrap_or(""));
+    }
+    out
+}
+
+/// The longest prefix of `text` whose escaped form fits in `budget` bytes, escaped.
+fn escape_within(text: &str, budget: usize) -> String {
+    let mut out = String::with_capacity(budget + ELLIPSIS.len());
+    for c in text.bytes() {
+        if out.len() + escaped_len(c) > budget {
+            break;
+        }
+        if (0x20..=0x7e).contains(&c) {
+            out.push(char::from(c));
+        } else {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\x");
+            out.push(char::from(HEX[usize::from(c >> 4)]));
+            out.push(char::from(HEX[usize::from(c & 0xf)]));
+        }
     }
     out
 }

@@ -178,3 +178,24 @@ fn samples_settle_in_one_pass() {
         }
     }
 }
+
+// --- quoting without redaction -----------------------------------------------------------
+
+#[test]
+fn quote_keeps_urls_and_escapes_what_is_not_printable() {
+    assert_eq!(quote("nope://missing/thing", TEXT_CAP), "nope://missing/thing");
+    assert_eq!(quote("https://10.0.0.1/a?token=x", TEXT_CAP), "https://10.0.0.1/a?token=x");
+    assert_eq!(quote("file:///é\n\u{1b}[31m", TEXT_CAP), "file:///\\xc3\\xa9\\x0a\\x1b[31m");
+}
+
+#[test]
+fn quote_caps_with_an_ellipsis_never_inside_an_escape() {
+    let long = format!("demo://{}", "a".repeat(300));
+    let out = quote(&long, TEXT_CAP);
+    assert_eq!(out.len(), TEXT_CAP);
+    assert!(out.starts_with("demo://aaa") && out.ends_with("a..."), "{out}");
+    let wide = "é".repeat(100);
+    let out = quote(&wide, 10);
+    assert_eq!(out, "\\xc3...", "a cut escape is dropped whole");
+    assert_eq!(quote("abcdef", 2), "..");
+}

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use crate::errors::sanitize::tokens::looks_like_key;
-use crate::errors::sanitize::{sanitize, scrub};
+use crate::errors::sanitize::{quote, sanitize, scrub};
 
 /// Fragments that exercise every detector and their interplay with escapes and cuts.
 const SOUP: &[&str] = &[
@@ -141,6 +141,16 @@ proptest! {
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
+
+    #[test]
+    fn quote_is_capped_printable_and_keeps_short_printable_text(input in any::<String>(), cap in 0usize..300) {
+        let out = quote(&input, cap);
+        prop_assert!(out.len() <= cap);
+        prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+        if input.len() <= cap && input.bytes().all(|c| (0x20..=0x7e).contains(&c)) {
+            prop_assert_eq!(out, input);
+        }
+    }
 
     #[test]
     fn any_input_gives_capped_printable_idempotent_output(input in any::<String>(), cap in 0usize..300) {
