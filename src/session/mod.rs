@@ -81,6 +81,8 @@ pub struct Session {
     inflight: std::sync::Mutex<HashMap<Id, CancellationToken>>,
     last_seen: std::sync::Mutex<Instant>,
     pump: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Fired when the session ends, so that streams tied to it close.
+    ended: CancellationToken,
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -109,6 +111,7 @@ impl Session {
             inflight: std::sync::Mutex::new(HashMap::new()),
             last_seen: std::sync::Mutex::new(Instant::now()),
             pump: std::sync::Mutex::new(None),
+            ended: CancellationToken::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *lock(&session.pump) = Some(pump.abort_handle());
@@ -230,8 +233,14 @@ impl Session {
             .map(|(id, _)| id.clone())
     }
 
-    /// Stops relaying events (the session is ending).
+    /// Fires when the session ends (DELETE, idle expiry, shutdown).
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// Stops relaying events and ends the streams tied to the session (it is ending).
     pub fn stop(&self) {
+        self.ended.cancel();
         if let Some(pump) = lock(&self.pump).take() {
             pump.abort();
         }
