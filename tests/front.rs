@@ -1,0 +1,474 @@
+//! The client-facing HTTP front through the real binary: connection caps and timeouts,
+//! the descriptor budget, session caps, Host/Origin/Content-Type edge cases, GET streams
+//! that end with their session, refusals that carry the request's id and are logged.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{DemoUpstream, Proc, Seawall, Stream, TestDir, Upstream, config_yaml, seawall_bin};
+use futures::StreamExt;
+use mcp_client::Client;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
+/// An HTTP upstream nobody listens on: sessions open (with the upstream down) without
+/// any upstream process.
+fn nowhere() -> Upstream {
+    Upstream::http("nowhere", "http://127.0.0.1:9/mcp")
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    let rest = url.trim_start_matches("http://");
+    rest.split('/').next().unwrap_or_default().parse().unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// Reads until the server closes the connection; panics if it stays open for `within`.
+async fn read_until_closed(stream: &mut TcpStream, within: Duration, what: &str) -> String {
+    let mut got = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    if tokio::time::timeout(within, read).await.is_err() {
+        panic!("{what}: the connection was still open after {within:?}");
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Sends raw bytes on a fresh connection and returns everything the server sent back
+/// until it closed the connection.
+async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request).await.expect("write");
+    read_until_closed(&mut s, Duration::from_secs(10), "raw exchange").await
+}
+
+fn status_of(response: &str) -> u16 {
+    response.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status line in {response:?}"))
+}
+
+fn body_of(response: &str) -> Value {
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response:?}"))
+}
+
+/// Starts seawall like [`Seawall::start`], optionally under a wrapper command (e.g.
+/// `prlimit`) and with extra environment.
+async fn start_custom(config: &str, wrapper: &[&str], env: &[(&str, &str)]) -> Seawall {
+    let dir = TestDir::new("front");
+    let config_path = dir.write("seawall.yaml", config);
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(seawall_bin());
+            c
+        }
+        None => Command::new(seawall_bin()),
+    };
+    cmd.arg("run").arg("--config").arg(&config_path).current_dir(dir.path()).env("RUST_LOG", "info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut proc = Proc::spawn("seawall", cmd);
+    let (mut url, mut admin_url) = (None, None);
+    while url.is_none() || admin_url.is_none() {
+        let line = proc
+            .wait_for_line(Stream::Stdout, common::START_TIMEOUT, "its `listening` lines", |l| Some(l.to_owned()))
+            .await;
+        if let Some(u) = line.strip_prefix("seawall admin listening on ") {
+            admin_url = Some(u.trim().to_owned());
+        } else if let Some(u) = line.strip_prefix("seawall listening on ") {
+            url = Some(u.trim().to_owned());
+        }
+    }
+    Seawall { proc, url: url.expect("url"), admin_url: admin_url.expect("admin"), config_path, dir }
+}
+
+/// Waits until the process has printed `needle` (lines already consumed included).
+async fn wait_for_output(proc: &Proc, needle: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !proc.output().contains(needle) {
+        assert!(tokio::time::Instant::now() < deadline, "{needle:?} not printed; output:\n{}", proc.output());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn healthz(gw: &Seawall) -> u16 {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    match client.get(format!("{}/healthz", gw.admin_url)).send().await {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => panic!("/healthz did not answer: {e}"),
+    }
+}
+
+/// Opens `n` idle connections and waits until the server has surely accepted them (a
+/// request on a further connection is answered after them).
+async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    held
+}
+
+fn initialize_body(id: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"front","version":"1"}}})
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 16: timeouts and connection caps
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_slow_bodies_are_cut_off() {
+    let extra = "limits: { header_timeout: 1s, body_timeout: 1s, idle_timeout: 60s }\n";
+    let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
+    let addr = addr_of(&gw.url);
+
+    // Slow-loris: a request head that never ends.
+    let mut loris = TcpStream::connect(addr).await.expect("connect");
+    loris.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").await.expect("write");
+    read_until_closed(&mut loris, Duration::from_secs(6), "a never-ending request head").await;
+
+    // A body that never arrives in full: 408, then the connection closes.
+    let mut slow = TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    );
+    slow.write_all(head.as_bytes()).await.expect("write");
+    let answer = read_until_closed(&mut slow, Duration::from_secs(6), "a body that never ends").await;
+    assert_eq!(status_of(&answer), 408, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    let extra = "limits: { idle_timeout: 1s }\n";
+    let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
+    let addr = addr_of(&gw.url);
+
+    // Connected, never a byte.
+    let mut silent = TcpStream::connect(addr).await.expect("connect");
+    read_until_closed(&mut silent, Duration::from_secs(6), "a silent connection").await;
+
+    // Keep-alive after one answered request.
+    let mut kept = TcpStream::connect(addr).await.expect("connect");
+    kept.write_all(format!("GET /nothing-here HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes()).await.expect("write");
+    let answer = read_until_closed(&mut kept, Duration::from_secs(6), "an idle keep-alive connection").await;
+    assert_eq!(status_of(&answer), 404, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_are_refused_while_admin_answers() {
+    let extra = "limits: { max_connections: 20, max_connections_per_peer: 0, idle_timeout: 120s }\n";
+    let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
+    let addr = addr_of(&gw.url);
+    let mut held = idle_connections(addr, 20).await;
+
+    let mut extra_conn = TcpStream::connect(addr).await.expect("connect");
+    let refused = read_until_closed(&mut extra_conn, Duration::from_secs(5), "the connection over the cap").await;
+    assert_eq!(status_of(&refused), 503, "{refused}");
+    assert!(refused.to_ascii_lowercase().contains("retry-after: 1"), "{refused}");
+    assert_eq!(body_of(&refused)["error"]["code"], -32012);
+    assert_eq!(healthz(&gw).await, 200, "the admin listener answers while the client side is full");
+
+    // A freed place serves again.
+    held.pop();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = raw_exchange(addr, format!("GET /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await;
+        if status_of(&answer) == 400 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no place freed: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_cannot_take_every_connection() {
+    let extra = "limits: { max_connections: 100, max_connections_per_peer: 5, idle_timeout: 120s }\n";
+    let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
+    let addr = addr_of(&gw.url);
+    let _held = idle_connections(addr, 5).await;
+    let mut sixth = TcpStream::connect(addr).await.expect("connect");
+    let refused = read_until_closed(&mut sixth, Duration::from_secs(5), "the peer's sixth connection").await;
+    assert_eq!(status_of(&refused), 503, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_descriptor_limit_lowers_the_caps_and_keeps_both_listeners_alive() {
+    let config = config_yaml(&[Upstream::demo_stdio("demo", false)], "limits: { idle_timeout: 120s }\n");
+    let gw = start_custom(&config, &["prlimit", "--nofile=256:256", "--"], &[]).await;
+    let addr = addr_of(&gw.url);
+    wait_for_output(&gw.proc, "lowered limits.max_connections").await;
+    // Far more idle connections than descriptors.
+    let held = idle_connections(addr, 300).await;
+    let mut probe = TcpStream::connect(addr).await.expect("connect");
+    let refused = read_until_closed(&mut probe, Duration::from_secs(5), "a connection past the budget").await;
+    assert_eq!(status_of(&refused), 503, "{refused}");
+    assert_eq!(healthz(&gw).await, 200);
+    drop(held);
+    // Once they are gone the gateway serves MCP again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = Client::new(&gw.url).post(initialize_body(json!(1))).await;
+        if reply.status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "initialize still refused: {}", reply.raw);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let out = gw.proc.output();
+    assert!(!out.contains("Too many open files"), "the process ran out of descriptors:\n{out}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Items 17 and 4: session caps, answered like every other overload
+// ---------------------------------------------------------------------------------------
+
+fn assert_overloaded(reply: &mcp_client::Reply, id: Value) {
+    assert_eq!(reply.status, 503, "{}", reply.raw);
+    let retry = reply.header("retry-after").expect("Retry-After");
+    let body = reply.response();
+    assert_eq!(body["id"], id, "{}", reply.raw);
+    assert_eq!(body["error"]["code"], -32012, "{}", reply.raw);
+    assert_eq!(body["error"]["data"]["retryAfterSeconds"].to_string(), retry);
+    assert!(body["error"]["data"]["correlationId"].as_str().is_some_and(|c| !c.is_empty()), "{}", reply.raw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_sessions_is_an_overload_answer() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "session: { max_sessions: 2 }\n")).await;
+    let first = Client::connect(&gw.url, json!({})).await;
+    let _second = Client::connect(&gw.url, json!({})).await;
+    let third = Client::new(&gw.url).post(initialize_body(json!("third"))).await;
+    assert_overloaded(&third, json!("third"));
+    // An ended session gives its place back.
+    assert_eq!(first.delete().await, 200);
+    let again = Client::new(&gw.url).post(initialize_body(json!(4))).await;
+    assert_eq!(again.status, 200, "{}", again.raw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_cannot_take_every_session() {
+    let extra = "session: { max_sessions: 10, max_sessions_per_peer: 2 }\n";
+    let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
+    let _a = Client::connect(&gw.url, json!({})).await;
+    let _b = Client::connect(&gw.url, json!({})).await;
+    let third = Client::new(&gw.url).post(initialize_body(json!(3))).await;
+    assert_overloaded(&third, json!(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_initialize_calls_opens_no_more_upstream_sessions_than_fit() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&config_yaml(&[Upstream::http("remote", &remote.url)], "session: { max_sessions: 5, max_sessions_per_peer: 0 }\n")).await;
+    let count_inits = || remote.recorded().iter().filter(|e| e["event"] == "initialize").count();
+    let before = count_inits();
+    let burst = (0..40).map(|i| {
+        let url = gw.url.clone();
+        async move { Client::new(&url).post(initialize_body(json!(i))).await.status }
+    });
+    let statuses = futures::future::join_all(burst).await;
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 5, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 503).count(), 35, "{statuses:?}");
+    let opened = count_inits() - before;
+    assert!(opened <= 5, "{opened} upstream sessions opened for 5 client sessions");
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 20: Host, Origin, Content-Type and Content-Length edge cases
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_or_foreign_authorities_are_refused() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "")).await;
+    let addr = addr_of(&gw.url);
+    let body = initialize_body(json!(1)).to_string();
+    let post = |target: &str, host_lines: &[u8]| {
+        let mut r = format!("POST {target} HTTP/1.1\r\n").into_bytes();
+        r.extend_from_slice(host_lines);
+        r.extend_from_slice(
+            format!(
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        r
+    };
+    let host = format!("Host: {addr}\r\n");
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("non-ASCII Host", post("/mcp", b"Host: \xe9vil.example\r\n"), 400),
+        ("absolute-form to another host", post("http://evil.example/mcp", host.as_bytes()), 400),
+        ("absolute-form naming it in Host too", post("http://evil.example/mcp", b"Host: evil.example\r\n"), 403),
+        ("duplicate Host", post("/mcp", format!("{host}Host: evil.example\r\n").as_bytes()), 400),
+        ("the same Host twice", post("/mcp", format!("{host}{host}").as_bytes()), 400),
+        ("no Host on HTTP/1.1", post("/mcp", b""), 400),
+        ("Host with user information", post("/mcp", format!("Host: me@{addr}\r\n").as_bytes()), 400),
+    ];
+    for (what, request, want) in cases {
+        let answer = raw_exchange(addr, &request).await;
+        assert_eq!(status_of(&answer), want, "{what}: {answer}");
+        assert_eq!(body_of(&answer)["error"]["code"], -32600, "{what}: {answer}");
+    }
+    // The well-formed variants pass.
+    let answer = raw_exchange(addr, &post(&format!("http://{addr}/mcp"), host.as_bytes())).await;
+    assert_eq!(status_of(&answer), 200, "absolute-form naming this gateway: {answer}");
+    let answer = raw_exchange(addr, &post("/mcp", host.as_bytes())).await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+
+    // HTTP/2 with prior knowledge: the authority is all there is.
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .resolve("evil.example", addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("h2 client");
+    let send = |url: String| {
+        h2.post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.clone())
+            .send()
+    };
+    let evil = send(format!("http://evil.example:{}/mcp", addr.port())).await.expect("h2 POST");
+    assert_eq!(evil.status().as_u16(), 403);
+    let local = send(format!("http://{addr}/mcp")).await.expect("h2 POST");
+    assert_eq!(local.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_types_match_exactly_and_oversized_bodies_get_no_continue() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "limits: { max_body_bytes: 65536 }\n")).await;
+    let addr = addr_of(&gw.url);
+    let c = Client::new(&gw.url);
+    let body = initialize_body(json!(1)).to_string();
+    let jsonp = c.post_raw(body.clone(), &[("content-type", "application/jsonp")]).await;
+    assert_eq!(jsonp.status, 415, "{}", jsonp.raw);
+    let with_charset = c.post_raw(body.clone(), &[("content-type", "application/json; charset=utf-8")]).await;
+    assert_eq!(with_charset.status, 200, "{}", with_charset.raw);
+
+    // A declared 50 MB body: 413 at once, never `100 Continue`.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 52428800\r\nExpect: 100-continue\r\n\r\n"
+    );
+    let answer = raw_exchange(addr, head.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 21: the GET stream ends with its session
+// ---------------------------------------------------------------------------------------
+
+/// Opens the GET stream and returns a receiver that yields once when it ends.
+async fn open_get_stream(c: &Client) -> tokio::sync::oneshot::Receiver<()> {
+    let resp = c
+        .http
+        .get(&c.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", c.session.as_deref().expect("session"))
+        .header("mcp-protocol-version", &c.version)
+        .timeout(Duration::from_secs(3600))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(resp.status().as_u16(), 200);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut bytes = resp.bytes_stream();
+        while let Some(Ok(_)) = bytes.next().await {}
+        let _ = tx.send(());
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_stream_ends_when_its_session_is_deleted_or_expires() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "session: { idle_timeout: 1s }\n")).await;
+
+    let deleted = Client::connect(&gw.url, json!({})).await;
+    let ended = open_get_stream(&deleted).await;
+    assert_eq!(deleted.delete().await, 200);
+    tokio::time::timeout(Duration::from_secs(5), ended).await.expect("the GET stream outlived DELETE").ok();
+
+    // Idle expiry runs every 15 s.
+    let expiring = Client::connect(&gw.url, json!({})).await;
+    let ended = open_get_stream(&expiring).await;
+    tokio::time::timeout(Duration::from_secs(40), ended).await.expect("the GET stream outlived idle expiry").ok();
+    let after = expiring.request(2, "ping", json!({})).await;
+    assert_eq!(after.status, 404, "{}", after.raw);
+}
+
+// ---------------------------------------------------------------------------------------
+// Items 13 and 14: refusals name the request's id, and are logged
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_refusals_carry_the_request_id() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "")).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let ping = |id: Value| json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
+
+    let bad_version = c.post_raw(ping(json!("v-7")), &[("mcp-protocol-version", "1999-01-01")]).await;
+    assert_eq!(bad_version.status, 400, "{}", bad_version.raw);
+    assert_eq!(bad_version.response()["id"], "v-7");
+
+    let mut anonymous = c.clone();
+    anonymous.session = None;
+    let missing = anonymous.post_raw(ping(json!(8)), &[]).await;
+    assert_eq!(missing.status, 400, "{}", missing.raw);
+    assert_eq!(missing.response()["id"], 8);
+
+    let unknown = c.post_raw(ping(json!(9)), &[("mcp-session-id", "no-such-session")]).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.raw);
+    assert_eq!(unknown.response()["id"], 9);
+
+    // A batch outside 2025-03-26 has no single id to name.
+    let batch = c.post_raw(format!("[{}]", ping(json!(10))), &[]).await;
+    assert_eq!(batch.status, 400, "{}", batch.raw);
+    assert_eq!(batch.response()["id"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_refusals_are_logged_once_at_debug_without_the_body() {
+    let config = config_yaml(&[nowhere()], "");
+    let mut gw = start_custom(&config, &[], &[("RUST_LOG", "info,seawall::downstream=debug")]).await;
+    let c = Client::new(&gw.url);
+    let secret = "body-marker-5f1d";
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"ping","params":{"note": secret}}).to_string();
+    let reply = c.post_raw(body, &[("mcp-session-id", "unknown-session")]).await;
+    assert_eq!(reply.status, 404);
+    let line = gw
+        .proc
+        .wait_for_line(Stream::Stderr, Duration::from_secs(5), "the refusal log line", |l| {
+            l.contains("refused an HTTP request").then(|| l.to_owned())
+        })
+        .await;
+    for field in ["status=404", "code=-32600", "method=POST", "path=/mcp", "peer=127.0.0.1:", "Session not found"] {
+        assert!(line.contains(field), "{field} missing from {line}");
+    }
+    let origin = c.post_raw(json!({"jsonrpc":"2.0","id":2,"method":"ping"}).to_string(), &[("origin", "http://evil.example")]).await;
+    assert_eq!(origin.status, 403);
+    gw.proc
+        .wait_for_line(Stream::Stderr, Duration::from_secs(5), "the Origin refusal log line", |l| {
+            (l.contains("refused an HTTP request") && l.contains("status=403")).then_some(())
+        })
+        .await;
+    let out = gw.proc.output();
+    assert_eq!(out.matches("refused an HTTP request").count(), 2, "{out}");
+    assert!(!out.contains(secret), "the request body reached the log:\n{out}");
+}
