@@ -187,7 +187,9 @@ async fn connections_beyond_the_cap_are_refused_while_admin_answers() {
     held.pop();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let answer = raw_exchange(addr, format!("GET /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await;
+        let answer =
+            raw_exchange(addr, format!("GET /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+                .await;
         if status_of(&answer) == 400 {
             break;
         }
@@ -274,7 +276,11 @@ async fn one_peer_cannot_take_every_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_initialize_calls_opens_no_more_upstream_sessions_than_fit() {
     let remote = DemoUpstream::start(true, &[]).await;
-    let gw = Seawall::start(&config_yaml(&[Upstream::http("remote", &remote.url)], "session: { max_sessions: 5, max_sessions_per_peer: 0 }\n")).await;
+    let gw = Seawall::start(&config_yaml(
+        &[Upstream::http("remote", &remote.url)],
+        "session: { max_sessions: 5, max_sessions_per_peer: 0 }\n",
+    ))
+    .await;
     let count_inits = || remote.recorded().iter().filter(|e| e["event"] == "initialize").count();
     let before = count_inits();
     let burst = (0..40).map(|i| {
@@ -461,7 +467,9 @@ async fn http_refusals_are_logged_once_at_debug_without_the_body() {
     for field in ["status=404", "code=-32600", "method=POST", "path=/mcp", "peer=127.0.0.1:", "Session not found"] {
         assert!(line.contains(field), "{field} missing from {line}");
     }
-    let origin = c.post_raw(json!({"jsonrpc":"2.0","id":2,"method":"ping"}).to_string(), &[("origin", "http://evil.example")]).await;
+    let origin = c
+        .post_raw(json!({"jsonrpc":"2.0","id":2,"method":"ping"}).to_string(), &[("origin", "http://evil.example")])
+        .await;
     assert_eq!(origin.status, 403);
     gw.proc
         .wait_for_line(Stream::Stderr, Duration::from_secs(5), "the Origin refusal log line", |l| {

@@ -72,9 +72,11 @@ fn check_limits(config: &Config, out: &mut Vec<Problem>) {
     ] {
         nonzero(&at.key(field), value, out);
     }
-    for (field, value) in
-        [("header_timeout", limits.header_timeout), ("body_timeout", limits.body_timeout), ("idle_timeout", limits.idle_timeout)]
-    {
+    for (field, value) in [
+        ("header_timeout", limits.header_timeout),
+        ("body_timeout", limits.body_timeout),
+        ("idle_timeout", limits.idle_timeout),
+    ] {
         positive(&at.key(field), value, out);
     }
 }

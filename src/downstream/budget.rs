@@ -75,8 +75,11 @@ pub(crate) fn plan(config: &Config, nofile: u64) -> Budget {
     let connection_share = if per_session == 0 { available } else { available / 2 };
     let max_connections = configured.max_connections.min(to_usize(connection_share)).max(1);
     let session_share = available.saturating_sub(max_connections as u64) / per_session.max(1);
-    let max_sessions =
-        if per_session == 0 { configured.max_sessions } else { configured.max_sessions.min(to_usize(session_share)).max(1) };
+    let max_sessions = if per_session == 0 {
+        configured.max_sessions
+    } else {
+        configured.max_sessions.min(to_usize(session_share)).max(1)
+    };
     let budget = Budget { max_connections, max_sessions };
     tracing::warn!(
         nofile,

@@ -83,10 +83,9 @@ impl Refusal {
     /// The HTTP status.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Refusal::Malformed(_)
-            | Refusal::BadRequest(_)
-            | Refusal::SessionRequired
-            | Refusal::UnsupportedVersion => StatusCode::BAD_REQUEST,
+            Refusal::Malformed(_) | Refusal::BadRequest(_) | Refusal::SessionRequired | Refusal::UnsupportedVersion => {
+                StatusCode::BAD_REQUEST
+            }
             Refusal::Forbidden(OriginRefusal::Ambiguous(_)) => StatusCode::BAD_REQUEST,
             Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
             Refusal::NoSuchUpstream | Refusal::SessionNotFound => StatusCode::NOT_FOUND,
@@ -162,9 +161,8 @@ impl Refusal {
             Refusal::Malformed(DecodeError::Parse(_)) => None,
             _ => id,
         };
-        let data: Option<Value> = self
-            .retry_after()
-            .map(|secs| json!({ "correlationId": correlation, "retryAfterSeconds": secs }));
+        let data: Option<Value> =
+            self.retry_after().map(|secs| json!({ "correlationId": correlation, "retryAfterSeconds": secs }));
         jsonrpc::encode_error(id, self.code(), &self.message(), data)
     }
 

@@ -360,9 +360,7 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
         Some((Bytes::from_static(b": keep-alive\n\n"), ()))
     });
     // The stream ends with its session (DELETE, idle expiry, shutdown).
-    let body = futures::stream::select(events, keep_alive)
-        .take_until(ended.cancelled_owned())
-        .map(Ok::<_, Infallible>);
+    let body = futures::stream::select(events, keep_alive).take_until(ended.cancelled_owned()).map(Ok::<_, Infallible>);
     sse_headers(Response::new(Body::from_stream(body)))
 }
 

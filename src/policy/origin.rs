@@ -85,7 +85,9 @@ fn authority(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<Option<
     let header = header.map(|v| valid_authority(v.as_bytes())).transpose()?;
     let target = uri.authority().map(|a| valid_authority(a.as_str().as_bytes())).transpose()?;
     match (header, target) {
-        (Some(h), Some(t)) if h != t => Err(OriginRefusal::Ambiguous("the Host header does not match the request target")),
+        (Some(h), Some(t)) if h != t => {
+            Err(OriginRefusal::Ambiguous("the Host header does not match the request target"))
+        }
         (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
         (None, None) if version < Version::HTTP_11 => Ok(None),
         (None, None) => Err(OriginRefusal::Ambiguous("a Host header is required")),
