@@ -86,6 +86,7 @@ pub(crate) async fn serve(
         };
         let Some(slot) = Counts::admit(&counts, peer.ip(), &limits) else {
             tracing::debug!(target: "seawall::downstream", peer = %peer, status = 503, "refused a connection: too many connections");
+            crate::telemetry::metrics::load_shed("connections");
             // A fresh socket's send buffer is empty: the short answer fits without waiting.
             let _ = stream.try_write(&Refusal::TooManyConnections.http1_bytes());
             continue;
