@@ -181,7 +181,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         origin: OriginPolicy::new(&config.security, local),
         max_body_bytes: config.limits.max_body_bytes,
         body_timeout: config.limits.body_timeout,
+        closing: tokio_util::sync::CancellationToken::new(),
     };
+    let closing = state.closing.clone();
     let client_limits = ListenerLimits {
         max_connections: config.limits.max_connections,
         max_per_peer: config.limits.max_connections_per_peer,
@@ -211,7 +213,11 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         let app = crate::admin::router(Arc::clone(&gateway), metrics.clone());
         tokio::spawn(listener::serve(l, app, admin_limits, shutdown_signal()))
     });
-    listener::serve(listener, app, client_limits, shutdown_signal()).await;
+    let stopping = async move {
+        shutdown_signal().await;
+        closing.cancel();
+    };
+    listener::serve(listener, app, client_limits, stopping).await;
 
     tracing::info!("shutting down");
     reaper.abort();

@@ -480,3 +480,13 @@ async fn http_refusals_are_logged_once_at_debug_without_the_body() {
     assert_eq!(out.matches("refused an HTTP request").count(), 2, "{out}");
     assert!(!out.contains(secret), "the request body reached the log:\n{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_get_streams_and_exits_promptly() {
+    let mut gw = Seawall::start(&config_yaml(&[nowhere()], "")).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let ended = open_get_stream(&c).await;
+    let status = gw.stop(Duration::from_secs(8)).await.expect("exit status");
+    assert!(status.success(), "seawall did not exit cleanly on SIGTERM with a GET stream open: {status}");
+    tokio::time::timeout(Duration::from_secs(2), ended).await.expect("the GET stream outlived the gateway").ok();
+}

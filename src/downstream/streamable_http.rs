@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::listener::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
@@ -45,6 +46,8 @@ pub struct HttpState {
     pub max_body_bytes: usize,
     /// Longest wait for a whole POST body.
     pub body_timeout: Duration,
+    /// Fired when the gateway begins to shut down: GET streams end, so connections drain.
+    pub closing: CancellationToken,
 }
 
 /// The MCP routes.
@@ -353,14 +356,21 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
         return cx.refuse(Refusal::StreamConflict, None);
     };
     let ended = session.ended();
+    let closing = cx.st.closing.clone();
+    let end = async move {
+        tokio::select! {
+            () = ended.cancelled() => {}
+            () = closing.cancelled() => {}
+        }
+    };
     let messages = OutboxStream { rx: Some(rx), session: Arc::clone(&session) };
     let events = messages.map(|m| sse::encode_message(&m, None));
     let keep_alive = futures::stream::unfold((), |()| async {
         tokio::time::sleep(KEEP_ALIVE).await;
         Some((Bytes::from_static(b": keep-alive\n\n"), ()))
     });
-    // The stream ends with its session (DELETE, idle expiry, shutdown).
-    let body = futures::stream::select(events, keep_alive).take_until(ended.cancelled_owned()).map(Ok::<_, Infallible>);
+    // The stream ends with its session (DELETE, idle expiry) or when the gateway stops.
+    let body = futures::stream::select(events, keep_alive).take_until(Box::pin(end)).map(Ok::<_, Infallible>);
     sse_headers(Response::new(Body::from_stream(body)))
 }
 
