@@ -490,3 +490,54 @@ async fn shutdown_ends_get_streams_and_exits_promptly() {
     assert!(status.success(), "seawall did not exit cleanly on SIGTERM with a GET stream open: {status}");
     tokio::time::timeout(Duration::from_secs(2), ended).await.expect("the GET stream outlived the gateway").ok();
 }
+
+/// Open descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
+}
+
+/// A session through `base`'s HTTP client (one pooled connection for all of them).
+async fn session_on(base: &Client) -> Client {
+    let mut c = base.clone();
+    c.session = None;
+    let reply = c.post(initialize_body(json!(0))).await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    c.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
+    assert_eq!(c.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status, 202);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_open_their_upstream_get_stream_only_when_the_client_listens() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&config_yaml(&[Upstream::http("remote", &remote.url)], "")).await;
+    let pid = gw.proc.id().expect("pid");
+    let base = Client::new(&gw.url);
+    let first = session_on(&base).await;
+    let before = open_fds(pid);
+    let mut sessions = vec![first];
+    for _ in 0..30 {
+        sessions.push(session_on(&base).await);
+    }
+    // Give eagerly opened upstream streams time to show up; none should.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = open_fds(pid);
+    assert!(idle < before + 10, "30 idle sessions took {} descriptors", idle - before);
+
+    // Ten clients open their GET streams: ten client connections and ten upstream streams
+    // (the first of which may reuse idle pooled upstream connections).
+    let mut streams = Vec::new();
+    for c in &sessions[..10] {
+        streams.push(open_get_stream(c).await);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open_fds(pid) < idle + 15 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "upstream GET streams did not open: {} -> {}",
+            idle,
+            open_fds(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -355,6 +355,7 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
     let Some(rx) = session.take_outbox() else {
         return cx.refuse(Refusal::StreamConflict, None);
     };
+    session.open_upstream_streams().await;
     let ended = session.ended();
     let closing = cx.st.closing.clone();
     let end = async move {

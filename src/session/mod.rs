@@ -83,6 +83,8 @@ pub struct Session {
     pump: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
     /// Fired when the session ends, so that streams tied to it close.
     ended: CancellationToken,
+    /// The client has opened its GET stream: upstream links open theirs too.
+    streaming: std::sync::atomic::AtomicBool,
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -112,6 +114,7 @@ impl Session {
             last_seen: std::sync::Mutex::new(Instant::now()),
             pump: std::sync::Mutex::new(None),
             ended: CancellationToken::new(),
+            streaming: std::sync::atomic::AtomicBool::new(false),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *lock(&session.pump) = Some(pump.abort_handle());
@@ -127,6 +130,10 @@ impl Session {
     pub fn set_slot(&self, upstream: &Arc<str>, slot: Slot) {
         if let Slot::Up(link) = &slot {
             link.subscribe(self.key, self.event_sink(upstream));
+            if self.streaming.load(Ordering::SeqCst) {
+                let link = link.clone();
+                tokio::spawn(async move { link.want_unrelated_stream().await });
+            }
         }
         lock(&self.slots).insert(Arc::clone(upstream), slot);
     }
@@ -205,6 +212,16 @@ impl Session {
     /// Takes the GET stream's queue; `None` when a GET stream is already open.
     pub fn take_outbox(&self) -> Option<mpsc::Receiver<String>> {
         lock(&self.outbox_rx).take()
+    }
+
+    /// The client opened its GET stream: from now on every upstream link keeps its own
+    /// stream for messages not tied to a request (opened lazily, so a session whose
+    /// client never listens holds no upstream connection).
+    pub async fn open_upstream_streams(&self) {
+        self.streaming.store(true, Ordering::SeqCst);
+        for (_, link) in self.links() {
+            link.want_unrelated_stream().await;
+        }
     }
 
     /// Gives the queue back when the GET stream closes.

@@ -227,6 +227,17 @@ impl Link {
         }
     }
 
+    /// The client opened its stream for messages not tied to a request: open the
+    /// upstream's counterpart (HTTP upstreams open it only then, so an idle session
+    /// holds no upstream connection).
+    pub async fn want_unrelated_stream(&self) {
+        match self {
+            Link::Http(l) => l.want_get_stream(),
+            Link::Pool(l) => l.want_get_stream().await,
+            Link::Stdio(_) => {}
+        }
+    }
+
     /// Ends the upstream session (HTTP DELETE) or stops the process.
     pub async fn close(&self) {
         match self {

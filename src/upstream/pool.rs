@@ -146,6 +146,7 @@ pub struct PoolLink {
     links: tokio::sync::Mutex<Vec<Option<Arc<HttpLink>>>>,
     first_init: std::sync::Mutex<Option<Arc<InitResult>>>,
     subscribers: std::sync::Mutex<HashMap<u64, EventSink>>,
+    get_wanted: std::sync::atomic::AtomicBool,
 }
 
 impl PoolLink {
@@ -158,6 +159,7 @@ impl PoolLink {
             init,
             first_init: std::sync::Mutex::new(None),
             subscribers: std::sync::Mutex::new(HashMap::new()),
+            get_wanted: std::sync::atomic::AtomicBool::new(false),
         });
         let mut tried = Vec::new();
         let mut last = UpstreamError::Connect("no endpoints".into());
@@ -199,8 +201,19 @@ impl PoolLink {
             link.shared.fanout.subscribe(*key, sink.clone().with_endpoint(i as u16));
         }
         lock(&self.first_init).get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
+        if self.get_wanted.load(std::sync::atomic::Ordering::SeqCst) {
+            link.want_get_stream();
+        }
         links[i] = Some(Arc::clone(&link));
         Ok(link)
+    }
+
+    /// Opens the standalone GET stream of every endpoint session, now and later ones.
+    pub async fn want_get_stream(&self) {
+        self.get_wanted.store(true, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().await.iter().flatten() {
+            link.want_get_stream();
+        }
     }
 
     /// Sends a request to one endpoint, avoiding those in `tried` and adding its own.
