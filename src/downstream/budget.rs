@@ -1,8 +1,7 @@
 //! The file-descriptor budget. Every client connection is a descriptor, every session
 //! may keep one connection per HTTP upstream (its GET stream, once its client listens),
-//! and upstream requests and
-//! stdio processes need their own; when the process runs out, `accept` fails and every
-//! listener goes silent. So at start seawall raises its soft `RLIMIT_NOFILE` to the hard
+//! and upstream requests and stdio processes need their own; when the process runs
+//! out, `accept` fails and every listener goes silent. So at start seawall raises its soft `RLIMIT_NOFILE` to the hard
 //! limit, and lowers `limits.max_connections` and `session.max_sessions` when the limit
 //! cannot hold them next to what upstreams, the admin listener and the process need.
 
