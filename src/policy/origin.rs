@@ -51,9 +51,13 @@ impl OriginPolicy {
         {
             return Err(OriginRefusal::Host);
         }
-        let Some(origin) = headers.get(ORIGIN) else {
+        let mut origins = headers.get_all(ORIGIN).iter();
+        let Some(origin) = origins.next() else {
             return Ok(());
         };
+        if origins.next().is_some() {
+            return Err(OriginRefusal::Ambiguous("more than one Origin header"));
+        }
         let origin = origin.to_str().map_err(|_| OriginRefusal::Origin)?.to_ascii_lowercase();
         if self.allowed_origins.iter().any(|o| o == "*" || *o == origin) {
             return Ok(());
@@ -163,6 +167,9 @@ mod tests {
             p.check(Version::HTTP_11, &origin_form, &headers("user@127.0.0.1", None)),
             Err(OriginRefusal::Ambiguous(_))
         ));
+        let mut two_origins = headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"));
+        two_origins.append(ORIGIN, "http://evil.example".parse().unwrap());
+        assert!(matches!(p.check(Version::HTTP_11, &origin_form, &two_origins), Err(OriginRefusal::Ambiguous(_))));
     }
 
     #[test]
