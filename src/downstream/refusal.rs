@@ -5,6 +5,7 @@
 //! | refusal | code | HTTP |
 //! |---|---|---|
 //! | body is not JSON / not JSON-RPC | -32700 / -32600 | 400 |
+//! | `initialize` without usable params | -32602 | 400 |
 //! | ambiguous or malformed Host / authority, batch outside 2025-03-26 | -32600 | 400 |
 //! | missing `Mcp-Session-Id` / unknown session | -32600 | 400 / 404 |
 //! | unsupported `MCP-Protocol-Version` | -32600 | 400 |
@@ -55,6 +56,8 @@ pub(crate) enum Refusal {
     Malformed(DecodeError),
     /// Something else about the request is wrong.
     BadRequest(&'static str),
+    /// An `initialize` whose params the gateway cannot use.
+    InvalidInitialize(String),
     /// A request after `initialize` without `Mcp-Session-Id`.
     SessionRequired,
     /// The session is unknown, ended, or belongs to another endpoint.
@@ -83,9 +86,11 @@ impl Refusal {
     /// The HTTP status.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Refusal::Malformed(_) | Refusal::BadRequest(_) | Refusal::SessionRequired | Refusal::UnsupportedVersion => {
-                StatusCode::BAD_REQUEST
-            }
+            Refusal::Malformed(_)
+            | Refusal::BadRequest(_)
+            | Refusal::InvalidInitialize(_)
+            | Refusal::SessionRequired
+            | Refusal::UnsupportedVersion => StatusCode::BAD_REQUEST,
             Refusal::Forbidden(OriginRefusal::Ambiguous(_)) => StatusCode::BAD_REQUEST,
             Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
             Refusal::NoSuchUpstream | Refusal::SessionNotFound => StatusCode::NOT_FOUND,
@@ -103,6 +108,7 @@ impl Refusal {
     pub(crate) fn code(&self) -> i64 {
         match self {
             Refusal::Malformed(DecodeError::Parse(_)) => code::PARSE_ERROR,
+            Refusal::InvalidInitialize(_) => code::INVALID_PARAMS,
             Refusal::TooManySessions { .. } | Refusal::TooManyConnections => code::OVERLOADED,
             _ => code::INVALID_REQUEST,
         }
@@ -122,6 +128,7 @@ impl Refusal {
             Refusal::Malformed(DecodeError::Parse(why)) => format!("Parse error: {why}"),
             Refusal::Malformed(DecodeError::Invalid { reason, .. }) => format!("Invalid Request: {reason}"),
             Refusal::BadRequest(why) => format!("Bad Request: {why}"),
+            Refusal::InvalidInitialize(why) => why.clone(),
             Refusal::SessionRequired => "Bad Request: Mcp-Session-Id header is required".into(),
             Refusal::SessionNotFound => "Session not found".into(),
             Refusal::UnsupportedVersion => {

@@ -223,10 +223,7 @@ async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Respon
             }
             resp
         }
-        Err(InitError::Invalid(why)) => json_response(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::encode_error(Some(&req.id), code::INVALID_PARAMS, &why, None),
-        ),
+        Err(InitError::Invalid(why)) => cx.refuse(Refusal::InvalidInitialize(why), Some(&req.id)),
         Err(InitError::Full) => {
             crate::telemetry::metrics::load_shed("sessions");
             cx.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, Some(&req.id))
