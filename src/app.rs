@@ -2,7 +2,8 @@
 //! the listeners. The whole request path, outermost first:
 //!
 //! ```text
-//! client ─► downstream::streamable_http   HTTP: Host/Origin check, Accept, size limit, decode
+//! client ─► downstream::listener          connection caps, header/body/idle timeouts
+//!        ─► downstream::streamable_http   HTTP: Host/Origin check, Accept, size limit, decode
 //!        ─► gateway                       session lookup, ids, progress tokens, cancellation
 //!        ─► routing::Router               which upstream; fan-out and merge of lists
 //!        ─► upstream stack (below)        per upstream, a tower service
@@ -21,6 +22,8 @@ use tower::ServiceBuilder;
 
 use crate::call::{SendAttempt, UpstreamService};
 use crate::config::{Config, StdioShare, UpstreamKind};
+use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
+use crate::downstream::listener::{self, ListenerLimits};
 use crate::downstream::streamable_http::{self, HttpState};
 use crate::errors::Rewriter;
 use crate::gateway::Gateway;
@@ -155,10 +158,18 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         let _ = transitions_tx.send((key.clone(), state));
     }));
     let metrics = crate::telemetry::metrics::install();
+    // Every connection and every session's upstream streams are descriptors: raise the
+    // open-file limit, and fit the caps under it so that accept never runs dry.
+    let fits = budget::raise_nofile_limit().map(|nofile| budget::plan(&config, nofile));
+    if let Some(fits) = fits {
+        config.limits.max_connections = fits.max_connections;
+        config.session.max_sessions = fits.max_sessions;
+    }
     let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
     let rewriter = Arc::new(Rewriter::new(config.errors));
     let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers), rewriter);
-    let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout);
+    let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
+        .with_max_per_peer(config.session.max_sessions_per_peer);
     let gateway =
         Arc::new(Gateway::new(router, sessions, config.limits.max_in_flight_per_session, config.limits.max_in_flight));
 
@@ -169,7 +180,19 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         gateway: Arc::clone(&gateway),
         origin: OriginPolicy::new(&config.security, local),
         max_body_bytes: config.limits.max_body_bytes,
+        body_timeout: config.limits.body_timeout,
+        closing: tokio_util::sync::CancellationToken::new(),
     };
+    let closing = state.closing.clone();
+    let client_limits = ListenerLimits {
+        max_connections: config.limits.max_connections,
+        max_per_peer: config.limits.max_connections_per_peer,
+        header_timeout: config.limits.header_timeout,
+        idle_timeout: config.limits.idle_timeout,
+    };
+    // The admin listener has a small budget of its own, so it answers while clients
+    // saturate theirs.
+    let admin_limits = ListenerLimits { max_connections: ADMIN_CONNECTIONS, max_per_peer: 0, ..client_limits };
     let app = streamable_http::router(state);
     println!("seawall listening on http://{local}/mcp");
 
@@ -188,9 +211,13 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let announcer = tokio::spawn(announce_hidden_tools(Arc::clone(&gateway), breakers, transitions));
     let admin_task = admin.map(|l| {
         let app = crate::admin::router(Arc::clone(&gateway), metrics.clone());
-        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(crate::signals::shutdown_signal()).await })
+        tokio::spawn(listener::serve(l, app, admin_limits, crate::signals::shutdown_signal()))
     });
-    axum::serve(listener, app).with_graceful_shutdown(crate::signals::shutdown_signal()).await?;
+    let stopping = async move {
+        crate::signals::shutdown_signal().await;
+        closing.cancel();
+    };
+    listener::serve(listener, app, client_limits, stopping).await;
 
     tracing::info!("shutting down");
     reaper.abort();

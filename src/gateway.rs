@@ -92,11 +92,28 @@ impl Gateway {
     /// Handles `initialize`: opens upstream sessions and answers with the merged (or, on a
     /// single-upstream endpoint, the upstream's own) result.
     pub async fn initialize(&self, scope: Scope, req: &Request) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
+        self.initialize_for(scope, req, None).await
+    }
+
+    /// [`Gateway::initialize`] for a client at `peer`, whose sessions count against
+    /// `session.max_sessions_per_peer`. The session's place in the table is held before
+    /// any upstream session opens, so a burst of `initialize` calls costs no upstream
+    /// connections beyond the table's size.
+    pub async fn initialize_for(
+        &self,
+        scope: Scope,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let params: InitializeParams = jsonrpc::view(req.params.as_deref())
             .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
-        if !self.sessions.has_room() {
-            return Err(InitError::Full);
-        }
+        let reservation = match self.sessions.reserve(peer) {
+            Ok(r) => r,
+            Err(full) => {
+                tracing::debug!(peer = ?peer, limit = full.0, "refused a session: the session table is full");
+                return Err(InitError::Full);
+            }
+        };
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
         let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
@@ -139,10 +156,7 @@ impl Gateway {
             },
             Scope::Aggregate => merged_init(&session, &version),
         };
-        if self.sessions.insert(Arc::clone(&session)).is_err() {
-            self.close_session(&session).await;
-            return Err(InitError::Full);
-        }
+        self.sessions.insert_reserved(reservation, Arc::clone(&session));
         tracing::info!(session = session.key, scope = ?scope, version = %version, "session opened");
         crate::telemetry::metrics::sessions(self.sessions.len());
         Ok((session, result))

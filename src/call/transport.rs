@@ -49,6 +49,13 @@ pub trait Transport: Send + Sync {
     /// Stops receiving unrelated events.
     fn unsubscribe(&self, key: u64);
 
+    /// The client opened its stream for messages not tied to a request: open the
+    /// upstream's counterpart (HTTP upstreams open it only then, so an idle session
+    /// holds no upstream connection). Nothing to do for a process.
+    fn want_unrelated_stream(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Ends the upstream session (HTTP DELETE) or stops the process.
     fn close(&self) -> BoxFuture<'_, ()>;
 }

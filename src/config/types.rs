@@ -74,13 +74,19 @@ pub struct SessionConfig {
     /// A session with no traffic for this long is closed (duration). Default `30m`.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
-    /// Most concurrent client sessions (count); more are refused. Default `10000`.
+    /// Most concurrent client sessions (count); more are refused as overloaded (-32012,
+    /// HTTP 503). Lowered at start when the open-file limit cannot hold them: each
+    /// session keeps one connection per HTTP upstream. Default `4096`.
     pub max_sessions: usize,
+    /// Most concurrent sessions opened from one client IP address (count); `0` means no
+    /// per-address limit (e.g. behind a reverse proxy, where every client has the
+    /// proxy's address). Default `256`.
+    pub max_sessions_per_peer: usize,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { idle_timeout: Duration::from_secs(30 * 60), max_sessions: 10_000 }
+        SessionConfig { idle_timeout: Duration::from_secs(30 * 60), max_sessions: 4096, max_sessions_per_peer: 256 }
     }
 }
 
@@ -99,6 +105,24 @@ pub struct LimitsConfig {
     /// Most requests the whole gateway handles at once; beyond it requests are refused
     /// as overloaded (count). Default `4096`.
     pub max_in_flight: usize,
+    /// Most open client connections (count); more are refused at once with HTTP 503.
+    /// Lowered at start when the open-file limit cannot hold them. Default `4096`.
+    pub max_connections: usize,
+    /// Most open client connections from one IP address (count); `0` means no
+    /// per-address limit. Default `256`.
+    pub max_connections_per_peer: usize,
+    /// Longest time a client may take to send a request's headers (HTTP/1; duration);
+    /// then the connection is closed. Default `10s`.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// Longest time a client may take to send a POST body (duration); then it is
+    /// answered 408 and the connection is closed. Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub body_timeout: Duration,
+    /// A client connection with no request in flight for this long is closed
+    /// (duration). Default `60s`.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for LimitsConfig {
@@ -108,6 +132,11 @@ impl Default for LimitsConfig {
             max_message_bytes: 16 * 1024 * 1024,
             max_in_flight_per_session: 256,
             max_in_flight: 4096,
+            max_connections: 4096,
+            max_connections_per_peer: 256,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }

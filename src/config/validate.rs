@@ -68,8 +68,16 @@ fn check_limits(config: &Config, out: &mut Vec<Problem>) {
         ("max_body_bytes", limits.max_body_bytes),
         ("max_message_bytes", limits.max_message_bytes),
         ("max_in_flight_per_session", limits.max_in_flight_per_session),
+        ("max_connections", limits.max_connections),
     ] {
         nonzero(&at.key(field), value, out);
+    }
+    for (field, value) in [
+        ("header_timeout", limits.header_timeout),
+        ("body_timeout", limits.body_timeout),
+        ("idle_timeout", limits.idle_timeout),
+    ] {
+        positive(&at.key(field), value, out);
     }
 }
 

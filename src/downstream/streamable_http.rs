@@ -11,15 +11,18 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
+use super::listener::PeerAddr;
+use super::refusal::{Refusal, RequestInfo};
 use crate::gateway::{Answer, Gateway, InitError};
-use crate::jsonrpc::{self, DecodeError, Id, Message, Payload, code};
+use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp;
 use crate::policy::origin::OriginPolicy;
 use crate::session::{Scope, Session};
@@ -29,6 +32,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// Interval of SSE comments that keep idle streams (and their proxies) alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// `Retry-After` of an `initialize` refused because the session table is full.
+const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Shared state of the HTTP listener.
 #[derive(Clone)]
@@ -39,6 +44,10 @@ pub struct HttpState {
     pub origin: OriginPolicy,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// Longest wait for a whole POST body.
+    pub body_timeout: Duration,
+    /// Fired when the gateway begins to shut down: GET streams end, so connections drain.
+    pub closing: CancellationToken,
 }
 
 /// The MCP routes.
@@ -46,38 +55,51 @@ pub fn router(state: HttpState) -> Router {
     Router::new().route("/mcp", any(aggregate)).route("/mcp/{upstream}", any(single)).with_state(state)
 }
 
-async fn aggregate(State(st): State<HttpState>, method: Method, headers: HeaderMap, body: Body) -> Response {
-    endpoint(st, Scope::Aggregate, method, headers, body).await
+async fn aggregate(State(st): State<HttpState>, req: Request) -> Response {
+    endpoint(st, Scope::Aggregate, req).await
 }
 
-async fn single(
-    State(st): State<HttpState>,
-    Path(upstream): Path<String>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let Some(handle) = st.gateway.upstreams().get(&upstream) else {
-        return error_response(StatusCode::NOT_FOUND, None, code::INVALID_REQUEST, "No such upstream");
-    };
-    let scope = Scope::Single(Arc::clone(&handle.name));
-    endpoint(st, scope, method, headers, body).await
-}
-
-async fn endpoint(st: HttpState, scope: Scope, method: Method, headers: HeaderMap, body: Body) -> Response {
-    if let Err(refusal) = st.origin.check(&headers) {
-        return error_response(StatusCode::FORBIDDEN, None, code::INVALID_REQUEST, &format!("Forbidden: {refusal}"));
+async fn single(State(st): State<HttpState>, Path(upstream): Path<String>, req: Request) -> Response {
+    let scope = st.gateway.upstreams().get(&upstream).map(|handle| Scope::Single(Arc::clone(&handle.name)));
+    match scope {
+        Some(scope) => endpoint(st, scope, req).await,
+        None => info_of(&req).refuse(&Refusal::NoSuchUpstream, None),
     }
-    match method {
-        Method::POST => post(st, scope, headers, body).await,
-        Method::GET => get(st, scope, headers).await,
-        Method::DELETE => delete(st, scope, headers).await,
-        _ => {
-            let mut resp =
-                error_response(StatusCode::METHOD_NOT_ALLOWED, None, code::INVALID_REQUEST, "Method not allowed");
-            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
-            resp
-        }
+}
+
+fn info_of(req: &Request) -> RequestInfo {
+    RequestInfo {
+        method: req.method().clone(),
+        path: req.uri().path().to_owned(),
+        peer: req.extensions().get::<PeerAddr>().map(|p| p.0),
+    }
+}
+
+/// One request's context: who asked, and how to refuse them.
+struct Cx<'a> {
+    st: &'a HttpState,
+    info: RequestInfo,
+    headers: HeaderMap,
+}
+
+impl Cx<'_> {
+    fn refuse(&self, refusal: Refusal, id: Option<&Id>) -> Response {
+        self.info.refuse(&refusal, id)
+    }
+}
+
+async fn endpoint(st: HttpState, scope: Scope, req: Request) -> Response {
+    let info = info_of(&req);
+    let (parts, body) = req.into_parts();
+    if let Err(refusal) = st.origin.check(parts.version, &parts.uri, &parts.headers) {
+        return info.refuse(&Refusal::Forbidden(refusal), None);
+    }
+    let cx = Cx { st: &st, info, headers: parts.headers };
+    match parts.method {
+        Method::POST => post(&cx, scope, body).await,
+        Method::GET => get(&cx, scope).await,
+        Method::DELETE => delete(&cx, scope).await,
+        _ => cx.refuse(Refusal::MethodNotAllowed, None),
     }
 }
 
@@ -101,77 +123,98 @@ fn accepts(headers: &HeaderMap) -> Accepts {
     Accepts { json: has("application/json"), sse: has("text/event-stream") }
 }
 
-async fn post(st: HttpState, scope: Scope, headers: HeaderMap, body: Body) -> Response {
-    let accept = accepts(&headers);
-    if !accept.json && !accept.sse {
-        return error_response(
-            StatusCode::NOT_ACCEPTABLE,
-            None,
-            code::INVALID_REQUEST,
-            "Not Acceptable: Accept must include application/json and text/event-stream",
-        );
+/// Exactly one `Content-Type`, of media type `application/json` (parameters allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else { return false };
+    let Ok(text) = value.to_str() else { return false };
+    text.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")
+}
+
+/// The declared `Content-Length`, when there is exactly one valid value.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// Reads the body within the size and time limits. A declared length over the limit
+/// is refused before the body is polled, so hyper sends no `100 Continue` for it.
+async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
+    let limit = cx.st.max_body_bytes;
+    if declared_length(&cx.headers).is_some_and(|n| n > limit as u64) {
+        return Err(Refusal::TooLarge { limit });
     }
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if !content_type.to_ascii_lowercase().starts_with("application/json") {
-        return error_response(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            None,
-            code::INVALID_REQUEST,
-            "Unsupported Media Type: Content-Type must be application/json",
-        );
-    }
-    let bytes = match axum::body::to_bytes(body, st.max_body_bytes).await {
-        Ok(b) => b,
-        Err(_) => {
-            return error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                None,
-                code::INVALID_REQUEST,
-                &format!("Request body larger than {} bytes", st.max_body_bytes),
-            );
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| Refusal::BadRequest("the body could not be read"))?;
+            if buf.len() + chunk.len() > limit {
+                return Err(Refusal::TooLarge { limit });
+            }
+            buf.extend_from_slice(&chunk);
         }
+        Ok(Bytes::from(buf))
+    };
+    tokio::time::timeout(cx.st.body_timeout, read).await.unwrap_or(Err(Refusal::BodyTimeout))
+}
+
+async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
+    let accept = accepts(&cx.headers);
+    if !accept.json && !accept.sse {
+        return cx.refuse(Refusal::NotAcceptable { stream: false }, None);
+    }
+    if !is_json(&cx.headers) {
+        return cx.refuse(Refusal::UnsupportedMediaType, None);
+    }
+    let bytes = match read_body(cx, body).await {
+        Ok(b) => b,
+        Err(refusal) => return cx.refuse(refusal, None),
     };
     let payload = match jsonrpc::split_payload(&bytes) {
         Ok(p) => p,
-        Err(e) => return decode_error_response(&e),
+        Err(e) => return cx.refuse(Refusal::Malformed(e), None),
     };
+    let st = cx.st;
     match payload {
         Payload::Single(raw) => {
             let msg = match jsonrpc::decode(raw.get()) {
                 Ok(m) => m,
-                Err(e) => return decode_error_response(&e),
+                Err(e) => return cx.refuse(Refusal::Malformed(e), None),
+            };
+            let id = match &msg {
+                Message::Request(req) => Some(req.id.clone()),
+                _ => None,
             };
             if let Message::Request(req) = &msg
                 && req.method == mcp::method::INITIALIZE
             {
-                return initialize(&st, scope, req).await;
+                return initialize(cx, scope, req).await;
             }
-            let session = match session_for(&st, &scope, &headers) {
+            let session = match session_for(st, &scope, &cx.headers) {
                 Ok(s) => s,
-                Err(resp) => return *resp,
+                Err(refusal) => return cx.refuse(refusal, id.as_ref()),
             };
-            dispatch(&st, &session, msg, accept.sse).await
+            dispatch(st, &session, msg, accept.sse).await
         }
         Payload::Batch(items) => {
-            let session = match session_for(&st, &scope, &headers) {
+            let session = match session_for(st, &scope, &cx.headers) {
                 Ok(s) => s,
-                Err(resp) => return *resp,
+                Err(refusal) => return cx.refuse(refusal, None),
             };
             if !mcp::allows_batches(&session.version) {
-                return error_response(
-                    StatusCode::BAD_REQUEST,
+                return cx.refuse(
+                    Refusal::BadRequest("JSON-RPC batches are only allowed in protocol version 2025-03-26"),
                     None,
-                    code::INVALID_REQUEST,
-                    "JSON-RPC batches are only allowed in protocol version 2025-03-26",
                 );
             }
-            batch(&st, &session, items.iter().map(|r| r.get().to_owned()).collect()).await
+            batch(st, &session, items.iter().map(|r| r.get().to_owned()).collect()).await
         }
     }
 }
 
-async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Response {
-    match st.gateway.initialize(scope, req).await {
+async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
+    let peer = cx.info.peer.map(|p| p.ip());
+    match cx.st.gateway.initialize_for(scope, req, peer).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);
@@ -180,51 +223,31 @@ async fn initialize(st: &HttpState, scope: Scope, req: &jsonrpc::Request) -> Res
             }
             resp
         }
-        Err(InitError::Invalid(why)) => {
-            error_response(StatusCode::BAD_REQUEST, Some(&req.id), code::INVALID_PARAMS, &why)
-        }
+        Err(InitError::Invalid(why)) => cx.refuse(Refusal::InvalidInitialize(why), Some(&req.id)),
         Err(InitError::Full) => {
-            let mut resp = error_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(&req.id),
-                code::INTERNAL_ERROR,
-                "Too many sessions",
-            );
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            resp
+            crate::telemetry::metrics::load_shed("sessions");
+            cx.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, Some(&req.id))
         }
         Err(InitError::Failed(e)) => {
-            let body = st.gateway.rewriter().failure(&e, None);
+            let body = cx.st.gateway.rewriter().failure(&e, None);
             json_response(StatusCode::OK, jsonrpc::encode_reply(Some(&req.id), &body))
         }
     }
 }
 
 /// Finds the session a request names, with the spec's status codes when it cannot.
-#[allow(clippy::result_large_err)]
-fn session_for(st: &HttpState, scope: &Scope, headers: &HeaderMap) -> Result<Arc<Session>, Box<Response>> {
-    if let Some(version) = headers.get(VERSION_HEADER) {
-        let ok = version.to_str().is_ok_and(mcp::is_supported);
-        if !ok {
-            return Err(Box::new(error_response(
-                StatusCode::BAD_REQUEST,
-                None,
-                code::INVALID_REQUEST,
-                &format!("Unsupported protocol version (supported: {})", mcp::LEGACY_VERSIONS.join(", ")),
-            )));
-        }
+fn session_for(st: &HttpState, scope: &Scope, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
+    if let Some(version) = headers.get(VERSION_HEADER)
+        && !version.to_str().is_ok_and(mcp::is_supported)
+    {
+        return Err(Refusal::UnsupportedVersion);
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return Err(Box::new(error_response(
-            StatusCode::BAD_REQUEST,
-            None,
-            code::INVALID_REQUEST,
-            "Bad Request: Mcp-Session-Id header is required",
-        )));
+        return Err(Refusal::SessionRequired);
     };
     match st.gateway.session(id) {
         Some(session) if &session.scope == scope => Ok(session),
-        _ => Err(Box::new(error_response(StatusCode::NOT_FOUND, None, code::INVALID_REQUEST, "Session not found"))),
+        _ => Err(Refusal::SessionNotFound),
     }
 }
 
@@ -318,26 +341,25 @@ async fn batch(st: &HttpState, session: &Arc<Session>, items: Vec<String>) -> Re
     json_response(StatusCode::OK, format!("[{}]", answers.join(",")))
 }
 
-async fn get(st: HttpState, scope: Scope, headers: HeaderMap) -> Response {
-    if !accepts(&headers).sse {
-        return error_response(
-            StatusCode::NOT_ACCEPTABLE,
-            None,
-            code::INVALID_REQUEST,
-            "Not Acceptable: Accept must include text/event-stream",
-        );
+async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
+    if !accepts(&cx.headers).sse {
+        return cx.refuse(Refusal::NotAcceptable { stream: true }, None);
     }
-    let session = match session_for(&st, &scope, &headers) {
+    let session = match session_for(cx.st, &scope, &cx.headers) {
         Ok(s) => s,
-        Err(resp) => return *resp,
+        Err(refusal) => return cx.refuse(refusal, None),
     };
     let Some(rx) = session.take_outbox() else {
-        return error_response(
-            StatusCode::CONFLICT,
-            None,
-            code::INVALID_REQUEST,
-            "Conflict: only one GET stream is allowed per session",
-        );
+        return cx.refuse(Refusal::StreamConflict, None);
+    };
+    session.open_upstream_streams().await;
+    let ended = session.ended();
+    let closing = cx.st.closing.clone();
+    let end = async move {
+        tokio::select! {
+            () = ended.cancelled() => {}
+            () = closing.cancelled() => {}
+        }
     };
     let messages = OutboxStream { rx: Some(rx), session: Arc::clone(&session) };
     let events = messages.map(|m| sse::encode_message(&m, None));
@@ -345,7 +367,8 @@ async fn get(st: HttpState, scope: Scope, headers: HeaderMap) -> Response {
         tokio::time::sleep(KEEP_ALIVE).await;
         Some((Bytes::from_static(b": keep-alive\n\n"), ()))
     });
-    let body = futures::stream::select(events, keep_alive).map(Ok::<_, Infallible>);
+    // The stream ends with its session (DELETE, idle expiry) or when the gateway stops.
+    let body = futures::stream::select(events, keep_alive).take_until(Box::pin(end)).map(Ok::<_, Infallible>);
     sse_headers(Response::new(Body::from_stream(body)))
 }
 
@@ -376,12 +399,12 @@ impl Drop for OutboxStream {
     }
 }
 
-async fn delete(st: HttpState, scope: Scope, headers: HeaderMap) -> Response {
-    let session = match session_for(&st, &scope, &headers) {
+async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {
+    let session = match session_for(cx.st, &scope, &cx.headers) {
         Ok(s) => s,
-        Err(resp) => return *resp,
+        Err(refusal) => return cx.refuse(refusal, None),
     };
-    st.gateway.end_session(&session).await;
+    cx.st.gateway.end_session(&session).await;
     StatusCode::OK.into_response()
 }
 
@@ -412,21 +435,15 @@ fn json_response(status: StatusCode, body: String) -> Response {
     resp
 }
 
-fn error_response(status: StatusCode, id: Option<&Id>, code: i64, message: &str) -> Response {
-    json_response(status, jsonrpc::encode_error(id, code, message, None))
-}
-
-fn decode_error_body(e: &DecodeError) -> String {
+fn decode_error_body(e: &jsonrpc::DecodeError) -> String {
     match e {
-        DecodeError::Parse(why) => jsonrpc::encode_error(None, code::PARSE_ERROR, &format!("Parse error: {why}"), None),
-        DecodeError::Invalid { id, reason } => {
+        jsonrpc::DecodeError::Parse(why) => {
+            jsonrpc::encode_error(None, code::PARSE_ERROR, &format!("Parse error: {why}"), None)
+        }
+        jsonrpc::DecodeError::Invalid { id, reason } => {
             jsonrpc::encode_error(id.as_ref(), code::INVALID_REQUEST, &format!("Invalid Request: {reason}"), None)
         }
     }
-}
-
-fn decode_error_response(e: &DecodeError) -> Response {
-    json_response(StatusCode::BAD_REQUEST, decode_error_body(e))
 }
 
 #[cfg(test)]
@@ -447,5 +464,24 @@ mod tests {
         h.insert(header::ACCEPT, HeaderValue::from_static("application/*;q=0.9"));
         let a = accepts(&h);
         assert!(a.json && !a.sse);
+    }
+
+    #[test]
+    fn content_type_is_matched_exactly() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
+            is_json(&h)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        assert!(!with("application/jsonp"));
+        assert!(!with("application/json-seq"));
+        assert!(!with("text/json"));
+        assert!(!is_json(&HeaderMap::new()));
+        let mut twice = HeaderMap::new();
+        twice.append(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        twice.append(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_json(&twice));
     }
 }

@@ -2,8 +2,9 @@
 
 use std::net::SocketAddr;
 
-use http::HeaderMap;
 use http::header::{HOST, ORIGIN};
+use http::uri::Authority;
+use http::{HeaderMap, Uri, Version};
 
 use crate::config::SecurityConfig;
 
@@ -24,6 +25,9 @@ pub enum OriginRefusal {
     /// The Origin header names a site that may not call this gateway.
     #[error("Origin not allowed")]
     Origin,
+    /// The request's authority is missing, malformed, or stated twice in different ways.
+    #[error("{0}")]
+    Ambiguous(&'static str),
 }
 
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "[::1]", "::1"];
@@ -38,17 +42,22 @@ impl OriginPolicy {
         }
     }
 
-    /// Checks a request's headers.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), OriginRefusal> {
-        let host = headers.get(HOST).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
+    /// Checks a request's authority (its `Host` header, or the authority of an
+    /// absolute-form or HTTP/2 request target) and its `Origin`.
+    pub fn check(&self, version: Version, uri: &Uri, headers: &HeaderMap) -> Result<(), OriginRefusal> {
+        let host = authority(version, uri, headers)?;
         if let Some(host) = &host
             && !self.host_allowed(host)
         {
             return Err(OriginRefusal::Host);
         }
-        let Some(origin) = headers.get(ORIGIN) else {
+        let mut origins = headers.get_all(ORIGIN).iter();
+        let Some(origin) = origins.next() else {
             return Ok(());
         };
+        if origins.next().is_some() {
+            return Err(OriginRefusal::Ambiguous("more than one Origin header"));
+        }
         let origin = origin.to_str().map_err(|_| OriginRefusal::Origin)?.to_ascii_lowercase();
         if self.allowed_origins.iter().any(|o| o == "*" || *o == origin) {
             return Ok(());
@@ -65,6 +74,38 @@ impl OriginPolicy {
         }
         !self.loopback || LOOPBACK_NAMES.contains(&strip_port(host))
     }
+}
+
+/// The one authority a request names, lower-cased. Two that differ (Host header and
+/// request target), several Host headers, a malformed one, or none at all on HTTP/1.1
+/// and later are refused: each would let the request be checked against one host and
+/// served as another.
+fn authority(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, OriginRefusal> {
+    let mut values = headers.get_all(HOST).iter();
+    let header = values.next();
+    if values.next().is_some() {
+        return Err(OriginRefusal::Ambiguous("more than one Host header"));
+    }
+    let header = header.map(|v| valid_authority(v.as_bytes())).transpose()?;
+    let target = uri.authority().map(|a| valid_authority(a.as_str().as_bytes())).transpose()?;
+    match (header, target) {
+        (Some(h), Some(t)) if h != t => {
+            Err(OriginRefusal::Ambiguous("the Host header does not match the request target"))
+        }
+        (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
+        (None, None) if version < Version::HTTP_11 => Ok(None),
+        (None, None) => Err(OriginRefusal::Ambiguous("a Host header is required")),
+    }
+}
+
+/// `host[:port]` in visible ASCII, without user information.
+fn valid_authority(bytes: &[u8]) -> Result<String, OriginRefusal> {
+    let bad = OriginRefusal::Ambiguous("the Host is not a valid host[:port]");
+    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_graphic) || bytes.contains(&b'@') {
+        return Err(bad);
+    }
+    let parsed = Authority::try_from(bytes).map_err(|_| bad)?;
+    Ok(parsed.as_str().to_ascii_lowercase())
 }
 
 /// `host:port` → `host`, keeping bracketed IPv6 literals whole.
@@ -91,23 +132,63 @@ mod tests {
         h
     }
 
+    trait CheckHeaders {
+        fn check_h(&self, h: &HeaderMap) -> Result<(), OriginRefusal>;
+    }
+
+    impl CheckHeaders for OriginPolicy {
+        fn check_h(&self, h: &HeaderMap) -> Result<(), OriginRefusal> {
+            self.check(Version::HTTP_11, &Uri::from_static("/mcp"), h)
+        }
+    }
+
+    #[test]
+    fn authority_must_be_single_valid_and_consistent() {
+        let p = OriginPolicy::new(&SecurityConfig::default(), "127.0.0.1:8080".parse().unwrap());
+        let origin_form = Uri::from_static("/mcp");
+        let absolute = Uri::from_static("http://evil.example/mcp");
+        let ok = headers("127.0.0.1:8080", None);
+        assert_eq!(p.check(Version::HTTP_11, &origin_form, &ok), Ok(()));
+        assert!(matches!(p.check(Version::HTTP_11, &absolute, &ok), Err(OriginRefusal::Ambiguous(_))));
+        // HTTP/2: the authority alone.
+        assert_eq!(p.check(Version::HTTP_2, &absolute, &HeaderMap::new()), Err(OriginRefusal::Host));
+        let local = Uri::from_static("http://127.0.0.1:8080/mcp");
+        assert_eq!(p.check(Version::HTTP_2, &local, &HeaderMap::new()), Ok(()));
+        let empty = HeaderMap::new();
+        assert!(matches!(p.check(Version::HTTP_11, &origin_form, &empty), Err(OriginRefusal::Ambiguous(_))));
+        assert_eq!(p.check(Version::HTTP_10, &origin_form, &empty), Ok(()));
+        let mut twice = ok.clone();
+        twice.append(HOST, "127.0.0.1:8080".parse().unwrap());
+        assert!(matches!(p.check(Version::HTTP_11, &origin_form, &twice), Err(OriginRefusal::Ambiguous(_))));
+        let mut non_ascii = HeaderMap::new();
+        non_ascii.insert(HOST, http::HeaderValue::from_bytes(b"\xe9vil.example").unwrap());
+        assert!(matches!(p.check(Version::HTTP_11, &origin_form, &non_ascii), Err(OriginRefusal::Ambiguous(_))));
+        assert!(matches!(
+            p.check(Version::HTTP_11, &origin_form, &headers("user@127.0.0.1", None)),
+            Err(OriginRefusal::Ambiguous(_))
+        ));
+        let mut two_origins = headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"));
+        two_origins.append(ORIGIN, "http://evil.example".parse().unwrap());
+        assert!(matches!(p.check(Version::HTTP_11, &origin_form, &two_origins), Err(OriginRefusal::Ambiguous(_))));
+    }
+
     #[test]
     fn loopback_listener_refuses_foreign_hosts_and_origins() {
         let p = OriginPolicy::new(&SecurityConfig::default(), "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(p.check(&headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"))), Ok(()));
-        assert_eq!(p.check(&headers("localhost:8080", None)), Ok(()));
-        assert_eq!(p.check(&headers("[::1]:8080", Some("http://localhost:3000"))), Ok(()));
-        assert_eq!(p.check(&headers("evil.example.com", Some("http://evil.example.com"))), Err(OriginRefusal::Host));
-        assert_eq!(p.check(&headers("127.0.0.1:8080", Some("http://evil.example.com"))), Err(OriginRefusal::Origin));
+        assert_eq!(p.check_h(&headers("127.0.0.1:8080", Some("http://127.0.0.1:8080"))), Ok(()));
+        assert_eq!(p.check_h(&headers("localhost:8080", None)), Ok(()));
+        assert_eq!(p.check_h(&headers("[::1]:8080", Some("http://localhost:3000"))), Ok(()));
+        assert_eq!(p.check_h(&headers("evil.example.com", Some("http://evil.example.com"))), Err(OriginRefusal::Host));
+        assert_eq!(p.check_h(&headers("127.0.0.1:8080", Some("http://evil.example.com"))), Err(OriginRefusal::Origin));
     }
 
     #[test]
     fn public_listener_checks_origin_against_host_and_list() {
         let sec = SecurityConfig { allowed_origins: vec!["https://app.example.com".into()], ..Default::default() };
         let p = OriginPolicy::new(&sec, "0.0.0.0:8080".parse().unwrap());
-        assert_eq!(p.check(&headers("gw.example.com", None)), Ok(()));
-        assert_eq!(p.check(&headers("gw.example.com", Some("https://app.example.com"))), Ok(()));
-        assert_eq!(p.check(&headers("gw.example.com", Some("https://gw.example.com"))), Ok(()));
-        assert_eq!(p.check(&headers("gw.example.com", Some("https://evil.example.com"))), Err(OriginRefusal::Origin));
+        assert_eq!(p.check_h(&headers("gw.example.com", None)), Ok(()));
+        assert_eq!(p.check_h(&headers("gw.example.com", Some("https://app.example.com"))), Ok(()));
+        assert_eq!(p.check_h(&headers("gw.example.com", Some("https://gw.example.com"))), Ok(()));
+        assert_eq!(p.check_h(&headers("gw.example.com", Some("https://evil.example.com"))), Err(OriginRefusal::Origin));
     }
 }

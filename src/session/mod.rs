@@ -83,6 +83,10 @@ pub struct Session {
     inflight: Mutex<HashMap<Id, CancellationToken>>,
     last_seen: Mutex<Instant>,
     pump: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Fired when the session ends, so that streams tied to it close.
+    ended: CancellationToken,
+    /// The client has opened its GET stream: upstream links open theirs too.
+    streaming: std::sync::atomic::AtomicBool,
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -111,6 +115,8 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             last_seen: Mutex::new(Instant::now()),
             pump: Mutex::new(None),
+            ended: CancellationToken::new(),
+            streaming: std::sync::atomic::AtomicBool::new(false),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -126,6 +132,10 @@ impl Session {
     pub fn set_slot(&self, upstream: &Arc<str>, slot: Slot) {
         if let Slot::Up(link) = &slot {
             link.subscribe(self.key, self.event_sink(upstream));
+            if self.streaming.load(Ordering::SeqCst) {
+                let link = link.clone();
+                tokio::spawn(async move { link.want_unrelated_stream().await });
+            }
         }
         self.slots.lock().insert(Arc::clone(upstream), slot);
     }
@@ -207,6 +217,16 @@ impl Session {
         self.outbox_rx.lock().take()
     }
 
+    /// The client opened its GET stream: from now on every upstream link keeps its own
+    /// stream for messages not tied to a request (opened lazily, so a session whose
+    /// client never listens holds no upstream connection).
+    pub async fn open_upstream_streams(&self) {
+        self.streaming.store(true, Ordering::SeqCst);
+        for (_, link) in self.links() {
+            link.want_unrelated_stream().await;
+        }
+    }
+
     /// Gives the queue back when the GET stream closes.
     pub fn return_outbox(&self, rx: mpsc::Receiver<String>) {
         *self.outbox_rx.lock() = Some(rx);
@@ -234,8 +254,14 @@ impl Session {
             .map(|(id, _)| id.clone())
     }
 
-    /// Stops relaying events (the session is ending).
+    /// Fires when the session ends (DELETE, idle expiry, shutdown).
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// Stops relaying events and ends the streams tied to the session (it is ending).
     pub fn stop(&self) {
+        self.ended.cancel();
         if let Some(pump) = self.pump.lock().take() {
             pump.abort();
         }

@@ -77,6 +77,11 @@ pub struct HttpLink {
     state: Mutex<SessionState>,
     reinit: tokio::sync::Mutex<()>,
     get_stream: Mutex<Option<AbortHandle>>,
+    /// The client wants messages not tied to a request: keep a GET stream open. Until
+    /// then the session holds no connection of its own.
+    get_wanted: AtomicBool,
+    /// The handshake is complete, so a GET stream may open.
+    ready: AtomicBool,
     closed: AtomicBool,
 }
 
@@ -101,6 +106,8 @@ impl HttpLink {
             state: Mutex::new(SessionState::default()),
             reinit: tokio::sync::Mutex::new(()),
             get_stream: Mutex::new(None),
+            get_wanted: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
         link.handshake().await?;
@@ -145,8 +152,18 @@ impl HttpLink {
             }
             Err(e) => return Err(handshake_error(e)),
         }
-        self.start_get_stream();
+        self.ready.store(true, Ordering::SeqCst);
+        if self.get_wanted.load(Ordering::SeqCst) {
+            self.start_get_stream();
+        }
         Ok(())
+    }
+
+    /// Opens the standalone GET stream, once: called when the client opens its own.
+    pub fn want_get_stream(self: &Arc<Self>) {
+        if !self.get_wanted.swap(true, Ordering::SeqCst) && self.ready.load(Ordering::SeqCst) {
+            self.start_get_stream();
+        }
     }
 
     /// Re-initialises after the upstream forgot our session, unless another caller already did.
@@ -452,6 +469,13 @@ impl Transport for HttpLink {
 
     fn unsubscribe(&self, key: u64) {
         self.shared.fanout.unsubscribe(key);
+    }
+
+    fn want_unrelated_stream(&self) -> BoxFuture<'_, ()> {
+        if let Some(me) = self.me.upgrade() {
+            me.want_get_stream();
+        }
+        Box::pin(async {})
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

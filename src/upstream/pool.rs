@@ -140,6 +140,7 @@ pub struct PoolLink {
     links: tokio::sync::Mutex<Vec<Option<Arc<HttpLink>>>>,
     first_init: Mutex<Option<Arc<InitResult>>>,
     subscribers: Mutex<HashMap<u64, EventSink>>,
+    get_wanted: std::sync::atomic::AtomicBool,
 }
 
 impl PoolLink {
@@ -152,6 +153,7 @@ impl PoolLink {
             init,
             first_init: Mutex::new(None),
             subscribers: Mutex::new(HashMap::new()),
+            get_wanted: std::sync::atomic::AtomicBool::new(false),
         });
         let mut tried = Vec::new();
         let mut last = UpstreamError::Connect("no endpoints".into());
@@ -193,8 +195,19 @@ impl PoolLink {
             link.shared.fanout.subscribe(*key, sink.clone().with_endpoint(i as u16));
         }
         self.first_init.lock().get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
+        if self.get_wanted.load(std::sync::atomic::Ordering::SeqCst) {
+            link.want_get_stream();
+        }
         links[i] = Some(Arc::clone(&link));
         Ok(link)
+    }
+
+    /// Opens the standalone GET stream of every endpoint session, now and later ones.
+    pub async fn want_get_stream(&self) {
+        self.get_wanted.store(true, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().await.iter().flatten() {
+            link.want_get_stream();
+        }
     }
 
     /// Sends one attempt to the endpoint the attempt layer chose (or one picked now).
@@ -288,6 +301,10 @@ impl Transport for PoolLink {
 
     fn unsubscribe(&self, key: u64) {
         PoolLink::unsubscribe(self, key);
+    }
+
+    fn want_unrelated_stream(&self) -> BoxFuture<'_, ()> {
+        Box::pin(PoolLink::want_get_stream(self))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -16,7 +16,13 @@ fn defaults_match_the_documentation() {
     assert_eq!(c.admin_listen, Some("127.0.0.1:9090".parse().unwrap()));
     assert_eq!(c.name_separator, "__");
     assert_eq!(c.session.idle_timeout, Duration::from_secs(30 * 60));
-    assert_eq!(c.session.max_sessions, 10_000);
+    assert_eq!(c.session.max_sessions, 4096);
+    assert_eq!(c.session.max_sessions_per_peer, 256);
+    assert_eq!(c.limits.max_connections, 4096);
+    assert_eq!(c.limits.max_connections_per_peer, 256);
+    assert_eq!(c.limits.header_timeout, Duration::from_secs(10));
+    assert_eq!(c.limits.body_timeout, Duration::from_secs(30));
+    assert_eq!(c.limits.idle_timeout, Duration::from_secs(60));
     assert_eq!(c.limits.max_body_bytes, 4_194_304);
     assert_eq!(c.limits.max_message_bytes, 16 * 1024 * 1024);
     assert_eq!(c.limits.max_in_flight_per_session, 256);

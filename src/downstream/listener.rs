@@ -1,0 +1,268 @@
+//! The accept loop of seawall's HTTP listeners (the client listener and the admin one).
+//!
+//! Each listener caps its connections, in total and per client IP, and refuses the ones
+//! beyond the cap at once with a minimal 503, so that one client cannot take every file
+//! descriptor; each connection has a header-read timeout (HTTP/1) and an idle timeout
+//! (no request in flight). On shutdown the loop stops accepting, asks every connection to
+//! finish its requests, and gives them a bounded time to do so.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
+
+use super::refusal::Refusal;
+
+/// How long connections may take to finish their requests after shutdown begins.
+const DRAIN: Duration = Duration::from_secs(10);
+/// How long an idle connection gets to close cleanly (HTTP/2 GOAWAY) before it is dropped.
+const IDLE_CLOSE: Duration = Duration::from_secs(1);
+/// Pause after a failed `accept` (e.g. out of descriptors) so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The bounds of one listener.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListenerLimits {
+    /// Most open connections; more are refused.
+    pub(crate) max_connections: usize,
+    /// Most open connections from one IP address; 0: no per-address limit.
+    pub(crate) max_per_peer: usize,
+    /// Longest time to receive a request's headers (HTTP/1).
+    pub(crate) header_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub(crate) idle_timeout: Duration,
+}
+
+/// The client's address, recorded in every request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerAddr(pub(crate) SocketAddr);
+
+/// Serves `app` on `listener` until `shutdown` resolves, then drains.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ListenerLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let counts = Arc::new(Counts::default());
+    let tracker = TaskTracker::new();
+    let stop = CancellationToken::new();
+    let mut last_warning: Option<Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                        tracing::warn!(target: "seawall::downstream", error = %e, "accept failed");
+                        last_warning = Some(Instant::now());
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let Some(slot) = Counts::admit(&counts, peer.ip(), &limits) else {
+            tracing::debug!(target: "seawall::downstream", peer = %peer, status = 503, "refused a connection: too many connections");
+            crate::telemetry::metrics::load_shed("connections");
+            // A fresh socket's send buffer is empty: the short answer fits without waiting.
+            let _ = stream.try_write(&Refusal::TooManyConnections.http1_bytes());
+            continue;
+        };
+        let conn = Connection { builder: Arc::clone(&builder), app: app.clone(), peer, limits, stop: stop.clone() };
+        tracker.spawn(conn.run(stream, slot));
+    }
+    stop.cancel();
+    tracker.close();
+    if tokio::time::timeout(DRAIN, tracker.wait()).await.is_err() {
+        tracing::info!(target: "seawall::downstream", open = tracker.len(), "closing connections still open after the drain period");
+    }
+}
+
+/// Open connections, in total and per IP address.
+#[derive(Default)]
+struct Counts {
+    inner: parking_lot::Mutex<CountsInner>,
+}
+
+#[derive(Default)]
+struct CountsInner {
+    total: usize,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+impl Counts {
+    fn admit(counts: &Arc<Counts>, ip: IpAddr, limits: &ListenerLimits) -> Option<Slot> {
+        let mut inner = counts.inner.lock();
+        let from_peer = inner.per_peer.get(&ip).copied().unwrap_or(0);
+        if inner.total >= limits.max_connections || (limits.max_per_peer > 0 && from_peer >= limits.max_per_peer) {
+            return None;
+        }
+        inner.total += 1;
+        inner.per_peer.insert(ip, from_peer + 1);
+        Some(Slot { counts: Arc::clone(counts), ip })
+    }
+}
+
+/// One admitted connection's place in the counts, given back on drop.
+struct Slot {
+    counts: Arc<Counts>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut inner = self.counts.inner.lock();
+        inner.total = inner.total.saturating_sub(1);
+        if let Some(n) = inner.per_peer.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                inner.per_peer.remove(&self.ip);
+            }
+        }
+    }
+}
+
+struct Connection {
+    builder: Arc<Builder<TokioExecutor>>,
+    app: axum::Router,
+    peer: SocketAddr,
+    limits: ListenerLimits,
+    stop: CancellationToken,
+}
+
+impl Connection {
+    async fn run(self, stream: TcpStream, _slot: Slot) {
+        let _ = stream.set_nodelay(true);
+        let (busy_tx, busy_rx) = watch::channel(0usize);
+        let busy = Arc::new(busy_tx);
+        let (app, peer) = (self.app, self.peer);
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            let guard = Busy::new(&busy);
+            let app = app.clone();
+            async move {
+                let resp = match app.oneshot(req).await {
+                    Ok(resp) => resp,
+                    Err(never) => match never {},
+                };
+                Ok::<_, Infallible>(resp.map(|body| Body::new(TrackedBody { inner: body, _busy: guard })))
+            }
+        });
+        let conn = self.builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(conn);
+        let grace = tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(target: "seawall::downstream", peer = %peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = idle(busy_rx, self.limits.idle_timeout) => IDLE_CLOSE,
+            () = self.stop.cancelled() => DRAIN,
+        };
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(grace, conn).await;
+    }
+}
+
+/// Resolves once no request has been in flight for `timeout`.
+async fn idle(mut busy: watch::Receiver<usize>, timeout: Duration) {
+    loop {
+        if busy.wait_for(|n| *n == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(timeout) => return,
+            changed = busy.changed() => if changed.is_err() { return std::future::pending().await },
+        }
+    }
+}
+
+/// A request in flight on a connection, until its response body is done.
+struct Busy(Arc<watch::Sender<usize>>);
+
+impl Busy {
+    fn new(tx: &Arc<watch::Sender<usize>>) -> Busy {
+        tx.send_modify(|n| *n += 1);
+        Busy(Arc::clone(tx))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that keeps its request counted as in flight until it ends.
+    struct TrackedBody {
+        #[pin]
+        inner: Body,
+        _busy: Busy,
+    }
+}
+
+impl HttpBody for TrackedBody {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_cap_total_and_per_peer_and_release_on_drop() {
+        let counts = Arc::new(Counts::default());
+        let limits = ListenerLimits {
+            max_connections: 3,
+            max_per_peer: 2,
+            header_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+        };
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = Counts::admit(&counts, a, &limits).unwrap();
+        let _a2 = Counts::admit(&counts, a, &limits).unwrap();
+        assert!(Counts::admit(&counts, a, &limits).is_none(), "per-peer cap");
+        let _b1 = Counts::admit(&counts, b, &limits).unwrap();
+        assert!(Counts::admit(&counts, b, &limits).is_none(), "total cap");
+        drop(a1);
+        assert!(Counts::admit(&counts, b, &limits).is_some());
+    }
+}
