@@ -1,14 +1,13 @@
-//! Assembles seawall: the upstreams with their request stacks, the gateway core, and
-//! the listeners. The whole request path, outermost first:
+//! Assembles seawall: the listeners, the client stack, and one stack per upstream. The
+//! whole request path, outermost first:
 //!
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
-//!        ─► downstream::streamable_http   HTTP: Host/Origin check, Accept, size limit, decode
-//!        ─► gateway                       session lookup, ids, progress tokens, cancellation
-//!        ─► routing::Router               which upstream; fan-out and merge of lists
-//!        ─► upstream stack (below)        per upstream, a tower service
-//!        ─► upstream::Link                HTTP session or supervised stdio process
-//!        ◄─ errors::rewrite               every failure becomes one sanitised answer
+//!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
+//!        ─► gateway                       session lookup, progress tokens, related messages
+//!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ cancel ◄ routing::Routes
+//!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
+//!        ─► call::Transport               HTTP session, replicas, or supervised stdio process
 //! ```
 
 use std::net::SocketAddr;
@@ -21,20 +20,22 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 
 use crate::call::{SendAttempt, UpstreamService};
-use crate::config::{Config, StdioShare, UpstreamKind};
+use crate::client::{CancelLayer, ClientService};
+use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
 use crate::downstream::listener::{self, ListenerLimits};
 use crate::downstream::streamable_http::{self, HttpState};
-use crate::errors::Rewriter;
+use crate::errors::{RewriteLayer, Rewriter};
 use crate::gateway::Gateway;
 use crate::mcp::init::InitParams;
+use crate::policy::admission::AdmissionLayer;
 use crate::policy::origin::OriginPolicy;
 use crate::resilience::attempt::AttemptLayer;
 use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
-use crate::routing::Router;
+use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
@@ -49,6 +50,25 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// Replaces `admin_listen`.
     pub admin_listen: Option<SocketAddr>,
+}
+
+/// The client half of the request path, outermost layer first: what every client request
+/// goes through before (and after) it is routed to an upstream's own stack.
+fn client_stack(router: Arc<Router>, rewriter: Arc<Rewriter>, limits: &LimitsConfig) -> ClientService {
+    let stack = ServiceBuilder::new()
+        // Every failure from any layer below becomes one sanitised answer, with the
+        // HTTP hint (503 + Retry-After) its transport needs.
+        .layer(RewriteLayer::new(rewriter))
+        // Admission: no second initialize, no id twice in flight, and the session's and
+        // the gateway's in-flight caps, all refusing with the same overload answer.
+        .layer(AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session))
+        // The client's notifications/cancelled ends the request at once (-32800) and
+        // cancels its upstream call.
+        .layer(CancelLayer)
+        // Which upstream: names, URIs, fan-out and merge of lists; arguments checked
+        // against the tool's schema; then that upstream's own stack.
+        .service(Routes::new(router));
+    ClientService::new(stack)
 }
 
 /// The request stack in front of one upstream, outermost layer first.
@@ -167,11 +187,16 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     }
     let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
     let rewriter = Arc::new(Rewriter::new(config.errors));
-    let router = Router::new(Arc::clone(&upstreams), config.name_separator.clone(), Arc::clone(&breakers), rewriter);
+    let router = Arc::new(Router::new(
+        Arc::clone(&upstreams),
+        config.name_separator.clone(),
+        Arc::clone(&breakers),
+        Arc::clone(&rewriter),
+    ));
+    let client = client_stack(Arc::clone(&router), rewriter, &config.limits);
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
         .with_max_per_peer(config.session.max_sessions_per_peer);
-    let gateway =
-        Arc::new(Gateway::new(router, sessions, config.limits.max_in_flight_per_session, config.limits.max_in_flight));
+    let gateway = Arc::new(Gateway::new(router, client, sessions));
 
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;

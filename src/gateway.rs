@@ -8,12 +8,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+use tower::ServiceExt;
 
 use crate::call::{EVENT_BUFFER, GatewayError, Link, Tagged};
+use crate::client::{ClientRequest, ClientService};
 use crate::errors;
 use crate::jsonrpc::{self, Id, Notification, Request, Response};
 use crate::mcp::{self, meta, method};
-use crate::routing::{RequestCtx, Router};
+use crate::routing::Router;
 use crate::session::relay::{self, ProgressMap};
 use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::upstream::registry::Upstreams;
@@ -34,10 +36,9 @@ pub enum InitError {
 
 /// The gateway core.
 pub struct Gateway {
-    router: Router,
+    router: Arc<Router>,
+    client: ClientService,
     sessions: SessionTable,
-    max_in_flight_per_session: usize,
-    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 /// The encoded answer to one request.
@@ -63,15 +64,9 @@ struct InitializeParams {
 static NEXT_PROGRESS: AtomicU64 = AtomicU64::new(1);
 
 impl Gateway {
-    /// A gateway over these upstreams.
-    pub fn new(
-        router: Router,
-        sessions: SessionTable,
-        max_in_flight_per_session: usize,
-        max_in_flight: usize,
-    ) -> Gateway {
-        let in_flight = Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1)));
-        Gateway { router, sessions, max_in_flight_per_session, in_flight }
+    /// A gateway whose requests go through `client` (the client stack over `router`).
+    pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
+        Gateway { router, client, sessions }
     }
 
     /// The upstreams.
@@ -171,16 +166,7 @@ impl Gateway {
         req: Request,
         out: Option<mpsc::Sender<String>>,
     ) -> Answer {
-        let _slot = match self.admit(session, &req) {
-            Ok(slot) => slot,
-            Err(refusal) => return self.refuse(&req.id, &refusal),
-        };
-        let Some(cancel) = session.begin_request(&req.id) else {
-            let dup = GatewayError::InvalidRequest("a request with this id is already in flight".into());
-            return self.refuse(&req.id, &dup);
-        };
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
-
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
         let progress = meta::progress_token(params.as_deref()).map(|client| ProgressMap {
@@ -190,29 +176,26 @@ impl Gateway {
         if let Some(p) = &progress {
             params = meta::with_progress_token(params.as_deref(), &p.upstream).or(params);
         }
-        let tool = (req.method == method::TOOLS_CALL)
-            .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
-            .flatten();
-
-        let ctx = RequestCtx {
-            session,
-            related: &related_tx,
-            progress: progress.as_ref().map(|p| &p.upstream),
-            cancel: &cancel,
-        };
-        let outcome = {
-            let routed = self.router.route(&ctx, &req.method, params);
-            tokio::pin!(routed);
+        let request = ClientRequest::new(
+            Arc::clone(session),
+            req.id.clone(),
+            &req.method,
+            params,
+            progress.as_ref().map(|p| p.upstream.clone()),
+            related_tx,
+        );
+        let answered = {
+            let answering = self.client.clone().oneshot(request);
+            tokio::pin!(answering);
             loop {
                 tokio::select! {
                     biased;
-                    _ = cancel.cancelled() => break Err(GatewayError::Cancelled),
                     Some(event) = related_rx.recv() => {
                         if let Some(message) = relay::to_client(session, event, progress.as_ref()) {
                             deliver(session, out.as_ref(), message).await;
                         }
                     }
-                    outcome = &mut routed => break outcome,
+                    answered = &mut answering => break answered,
                 }
             }
         };
@@ -222,43 +205,8 @@ impl Gateway {
                 deliver(session, out.as_ref(), message).await;
             }
         }
-        session.end_request(&req.id);
-        let overloaded = match &outcome {
-            Err(GatewayError::Overloaded { retry_after, .. }) => Some(*retry_after),
-            _ => None,
-        };
-        let body = match outcome {
-            Ok(reply) => reply,
-            Err(e) => self.router.rewriter().failure(&e, tool.as_deref()),
-        };
-        Answer { body: jsonrpc::encode_reply(Some(&req.id), &body), overloaded }
-    }
-
-    /// Admission control, in one place: a second `initialize`, the session's and the
-    /// gateway's in-flight caps. Every overload refusal is the same -32012 answer (HTTP
-    /// 503 with `Retry-After`), whichever cap refused.
-    fn admit(&self, session: &Session, req: &Request) -> Result<tokio::sync::OwnedSemaphorePermit, GatewayError> {
-        if req.method == method::INITIALIZE {
-            return Err(GatewayError::InvalidRequest("the session is already initialized".into()));
-        }
-        let overloaded = |scope: &str| {
-            crate::telemetry::metrics::load_shed(scope);
-            GatewayError::Overloaded { scope: scope.into(), retry_after: std::time::Duration::from_secs(1) }
-        };
-        if session.inflight() >= self.max_in_flight_per_session {
-            return Err(overloaded("session"));
-        }
-        Arc::clone(&self.in_flight).try_acquire_owned().map_err(|_| overloaded("gateway"))
-    }
-
-    /// The answer to a request refused before routing.
-    fn refuse(&self, id: &Id, refusal: &GatewayError) -> Answer {
-        let overloaded = match refusal {
-            GatewayError::Overloaded { retry_after, .. } => Some(*retry_after),
-            _ => None,
-        };
-        let body = jsonrpc::encode_reply(Some(id), &self.router.rewriter().failure(refusal, None));
-        Answer { body, overloaded }
+        let Ok(answered) = answered;
+        Answer { body: jsonrpc::encode_reply(Some(&req.id), &answered.reply), overloaded: answered.overloaded }
     }
 
     /// Handles a client notification.
@@ -361,11 +309,6 @@ impl Gateway {
         let sessions = self.sessions.drain();
         futures::future::join_all(sessions.iter().map(|s| self.close_session(s))).await;
     }
-}
-
-#[derive(Deserialize)]
-struct ToolName {
-    name: String,
 }
 
 async fn deliver(session: &Session, out: Option<&mpsc::Sender<String>>, message: String) {

@@ -6,10 +6,12 @@
 //! upstream detail goes to the log next to a correlation id and never to the client;
 //! everything quoted from a peer passes through [`sanitize`].
 
+pub mod layer;
 mod passthrough;
 pub mod rewrite;
 pub mod sanitize;
 
+pub use layer::RewriteLayer;
 pub use rewrite::Rewriter;
 
 use std::time::Duration;

@@ -1,3 +1,4 @@
 //! Policies enforced before a request is routed. One concern per module.
 
+pub mod admission;
 pub mod origin;

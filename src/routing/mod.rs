@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 pub use catalog::Catalog;
 
-use crate::call::{Answer, Clock, EventSink, GatewayError, Link, Reply, Tagged, UpstreamCall};
+use crate::call::{Answer, Clock, EventSink, GatewayError, Link, Reply, UpstreamCall};
+use crate::client::{ClientFuture, ClientRequest};
 use crate::errors::Rewriter;
 use crate::jsonrpc::{self, code};
 use crate::mcp::init::InitParams;
@@ -28,18 +28,6 @@ use crate::resilience::breaker::Breakers;
 use crate::session::{Scope, Session, Slot};
 use crate::telemetry::metrics;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
-
-/// What the router needs to know about the request it routes.
-pub struct RequestCtx<'a> {
-    /// The client session.
-    pub session: &'a Arc<Session>,
-    /// Where related upstream events go.
-    pub related: &'a mpsc::Sender<Tagged>,
-    /// The upstream-side progress token already written into the params, if any.
-    pub progress: Option<&'a Value>,
-    /// Fires when the client cancels the request.
-    pub cancel: &'a tokio_util::sync::CancellationToken,
-}
 
 /// Routes requests to upstreams.
 pub struct Router {
@@ -69,6 +57,38 @@ fn list_kind(method: &str) -> Option<ListKind> {
         }
         _ => return None,
     })
+}
+
+/// The router as the innermost service of the client stack.
+#[derive(Clone)]
+pub struct Routes {
+    router: Arc<Router>,
+}
+
+impl Routes {
+    /// Routes with `router`.
+    pub fn new(router: Arc<Router>) -> Routes {
+        Routes { router }
+    }
+}
+
+impl tower::Service<ClientRequest> for Routes {
+    type Response = Reply;
+    type Error = GatewayError;
+    type Future = ClientFuture;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: ClientRequest) -> Self::Future {
+        let router = Arc::clone(&self.router);
+        Box::pin(async move {
+            let params = req.params.take();
+            let method = Arc::clone(&req.method);
+            router.route(&req, &method, params).await
+        })
+    }
 }
 
 impl Router {
@@ -108,7 +128,7 @@ impl Router {
     /// Routes one request and returns the upstream's answer.
     pub async fn route(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
@@ -174,7 +194,7 @@ impl Router {
     /// Sends one request to one upstream through its stack.
     async fn forward(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
@@ -230,18 +250,18 @@ impl Router {
     /// Sends one request through the upstream's stack.
     async fn send(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
         tool: Option<Arc<str>>,
     ) -> Result<Answer, GatewayError> {
-        let link = self.link(ctx.session, handle).await?;
+        let link = self.link(&ctx.session, handle).await?;
         let req = UpstreamCall {
             upstream: Arc::clone(&handle.name),
             method: Arc::from(method),
             params: params.map(Arc::from),
-            progress_token: ctx.progress.cloned(),
+            progress_token: ctx.progress.clone(),
             idempotent: handle.policy.is_idempotent(method, tool.as_deref()),
             clock: Clock::new(handle.policy.timeout(method, tool.as_deref())),
             tool,
@@ -259,7 +279,7 @@ impl Router {
     /// arguments are checked from the very first call.
     async fn tool_info(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         handle: &Arc<UpstreamHandle>,
         tool: &str,
     ) -> Option<Arc<crate::upstream::settings::ToolInfo>> {
@@ -287,7 +307,7 @@ impl Router {
     /// `tools/call`, `prompts/get`: the prefix of `params.name` names the upstream.
     async fn by_name(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
         unknown: fn(String) -> GatewayError,
@@ -313,7 +333,7 @@ impl Router {
     /// `resources/read`, `resources/subscribe`, `resources/unsubscribe`.
     async fn by_uri(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
@@ -331,7 +351,7 @@ impl Router {
 
     async fn find_and_read(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
         uri: String,
@@ -376,7 +396,7 @@ impl Router {
     }
 
     /// The upstream that serves a URI, learning templates on first need.
-    async fn resolve_uri(&self, ctx: &RequestCtx<'_>, uri: &str) -> Option<Arc<UpstreamHandle>> {
+    async fn resolve_uri(&self, ctx: &ClientRequest, uri: &str) -> Option<Arc<UpstreamHandle>> {
         let resources = self.with_capability(ctx, "resources").await;
         if resources.len() == 1 {
             return resources.into_iter().next();
@@ -396,7 +416,7 @@ impl Router {
     }
 
     /// `completion/complete`: routed by its prompt or resource ref.
-    async fn completion(&self, ctx: &RequestCtx<'_>, params: Option<Box<RawValue>>) -> Result<Reply, GatewayError> {
+    async fn completion(&self, ctx: &ClientRequest, params: Option<Box<RawValue>>) -> Result<Reply, GatewayError> {
         let mut map = meta::params_object(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params must be an object".into()))?;
         let Some(Value::Object(reference)) = map.get_mut("ref") else {
@@ -422,7 +442,7 @@ impl Router {
     /// Sends a request to every upstream with a capability; `{}` if any accepted it.
     async fn broadcast(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
         capability: &str,
@@ -446,7 +466,7 @@ impl Router {
     /// the only upstream there is.
     async fn unknown_method(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
@@ -472,7 +492,7 @@ impl Router {
 
     async fn by_name_to(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
@@ -488,10 +508,10 @@ impl Router {
     }
 
     /// The session's upstreams (connected, or connectable now) that declare a capability.
-    async fn with_capability(&self, ctx: &RequestCtx<'_>, capability: &str) -> Vec<Arc<UpstreamHandle>> {
+    async fn with_capability(&self, ctx: &ClientRequest, capability: &str) -> Vec<Arc<UpstreamHandle>> {
         let mut out = Vec::new();
         for handle in self.upstreams.iter() {
-            let Ok(link) = self.link(ctx.session, handle).await else {
+            let Ok(link) = self.link(&ctx.session, handle).await else {
                 continue;
             };
             if link.init_result().is_some_and(|init| init.has(capability)) {
@@ -504,7 +524,7 @@ impl Router {
     /// Fans a list method out to every upstream and merges the pages.
     async fn list(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         method: &str,
         kind: &ListKind,
         params: Option<Box<RawValue>>,
@@ -575,7 +595,7 @@ impl Router {
 
     fn merge_page(
         &self,
-        ctx: &RequestCtx<'_>,
+        ctx: &ClientRequest,
         handle: &UpstreamHandle,
         kind: &ListKind,
         result: &RawValue,

@@ -1,0 +1,89 @@
+//! The client half of the request path: what every layer between a client's request
+//! and the router handles. The stack itself is assembled in [`crate::app`].
+//!
+//! - [`ClientRequest`]: one request of a client session, parsed once.
+//! - [`Answered`]: the answer the transport encodes, with its HTTP hint.
+//! - [`CancelLayer`]: the client's own cancellation ends its request.
+
+mod cancel;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use cancel::{Cancel, CancelLayer};
+
+use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
+use crate::jsonrpc::{self, Id};
+use crate::mcp::method;
+use crate::session::Session;
+
+/// One client request on its way to the router.
+pub struct ClientRequest {
+    /// The client session.
+    pub session: Arc<Session>,
+    /// The client's id.
+    pub id: Id,
+    /// The method.
+    pub method: Arc<str>,
+    /// The parameters (with the gateway's own progress token, if the client sent one).
+    pub params: Option<Box<RawValue>>,
+    /// For `tools/call`, the tool name as the client wrote it.
+    pub tool: Option<String>,
+    /// The upstream-side progress token written into `params`, if any.
+    pub progress: Option<Value>,
+    /// Where related upstream events go.
+    pub related: mpsc::Sender<Tagged>,
+    /// Fires when the client cancels the request (set when the session admits it).
+    pub cancel: CancellationToken,
+}
+
+impl ClientRequest {
+    /// A request of `session`; related events go to `related`.
+    pub fn new(
+        session: Arc<Session>,
+        id: Id,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        progress: Option<Value>,
+        related: mpsc::Sender<Tagged>,
+    ) -> ClientRequest {
+        #[derive(serde::Deserialize)]
+        struct ToolName {
+            name: String,
+        }
+        let tool = (method == method::TOOLS_CALL)
+            .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
+            .flatten();
+        ClientRequest {
+            session,
+            id,
+            method: Arc::from(method),
+            params,
+            tool,
+            progress,
+            related,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// The answer to one client request.
+#[derive(Debug)]
+pub struct Answered {
+    /// The JSON-RPC result or error object.
+    pub reply: Reply,
+    /// Set when the request was refused as overloaded: transports that can answer
+    /// HTTP 503 with this `Retry-After`.
+    pub overloaded: Option<Duration>,
+}
+
+/// The future of every layer below the rewrite layer.
+pub type ClientFuture = BoxFuture<'static, Result<Reply, GatewayError>>;
+
+/// The whole client stack, type-erased: it always answers.
+pub type ClientService = tower::util::BoxCloneSyncService<ClientRequest, Answered, std::convert::Infallible>;
