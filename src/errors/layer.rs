@@ -73,3 +73,46 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use crate::config::ErrorsConfig;
+    use crate::jsonrpc::Id;
+    use crate::session::{Scope, Session};
+
+    fn request(method: &str, params: Value) -> ClientRequest {
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let session = Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}));
+        ClientRequest::new(session, Id::number(1), method, Some(crate::jsonrpc::to_raw(&params)), None, tx)
+    }
+
+    async fn answer(error: GatewayError, req: ClientRequest) -> Answered {
+        let failing = service_fn(move |_req: ClientRequest| {
+            let error = error.clone();
+            async move { Err::<Reply, _>(error) }
+        });
+        let layer = RewriteLayer::new(Arc::new(Rewriter::new(ErrorsConfig::default())));
+        let Ok(answered) = layer.layer(failing).oneshot(req).await;
+        answered
+    }
+
+    #[tokio::test]
+    async fn failures_become_answers_with_their_http_hint() {
+        let overloaded = GatewayError::Overloaded { scope: "session".into(), retry_after: Duration::from_secs(1) };
+        let a = answer(overloaded, request("tools/list", json!({}))).await;
+        assert_eq!(a.overloaded, Some(Duration::from_secs(1)));
+        assert!(a.reply.unwrap_err().get().contains("-32012"));
+
+        let timeout = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(2) };
+        let a = answer(timeout, request("tools/call", json!({"name": "u__slow"}))).await;
+        assert_eq!(a.overloaded, None);
+        let result = a.reply.unwrap();
+        assert!(result.get().contains("\"isError\":true") && result.get().contains("tool 'u__slow' timed out"));
+    }
+}

@@ -108,3 +108,93 @@ impl Drop for InFlight {
         self.session.end_request(&self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use crate::client::CancelLayer;
+    use crate::session::Scope;
+
+    fn request(session: &Arc<Session>, id: u64, method: &str) -> ClientRequest {
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        ClientRequest::new(Arc::clone(session), Id::number(id), method, None, None, tx)
+    }
+
+    fn session() -> Arc<Session> {
+        Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}))
+    }
+
+    fn slow() -> impl Service<ClientRequest, Response = Reply, Error = GatewayError, Future: Send + 'static> + Clone {
+        service_fn(|_req: ClientRequest| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({}))))
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_cap_refuses_with_the_same_overload() {
+        let s = session();
+        let layer = AdmissionLayer::new(2, 1);
+        let first = tokio::spawn(layer.layer(slow()).oneshot(request(&s, 1, "tools/list")));
+        tokio::task::yield_now().await;
+        let refused = layer.layer(slow()).oneshot(request(&s, 2, "tools/list")).await.unwrap_err();
+        assert!(
+            matches!(&refused, GatewayError::Overloaded { scope, retry_after } if scope == "session" && *retry_after == RETRY_AFTER)
+        );
+        let other = session();
+        let _second = tokio::spawn(layer.layer(slow()).oneshot(request(&other, 1, "tools/list")));
+        tokio::task::yield_now().await;
+        let third = session();
+        let refused = layer.layer(slow()).oneshot(request(&third, 1, "tools/list")).await.unwrap_err();
+        assert!(matches!(&refused, GatewayError::Overloaded { scope, .. } if scope == "gateway"));
+        first.abort();
+        let _ = first.await;
+        assert_eq!(s.inflight(), 0, "a dropped request leaves its session");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn initialize_and_duplicate_ids_are_invalid_requests() {
+        let s = session();
+        let layer = AdmissionLayer::new(8, 8);
+        let err = layer.layer(slow()).oneshot(request(&s, 1, "initialize")).await.unwrap_err();
+        assert!(matches!(err, GatewayError::InvalidRequest(_)));
+        let _running = tokio::spawn(layer.layer(slow()).oneshot(request(&s, 7, "ping")));
+        tokio::task::yield_now().await;
+        let err = layer.layer(slow()).oneshot(request(&s, 7, "ping")).await.unwrap_err();
+        assert!(matches!(err, GatewayError::InvalidRequest(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_request_ends_at_once_and_drops_the_inner_call() {
+        let s = session();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let flag = Arc::clone(&dropped);
+        let inner = service_fn(move |_req: ClientRequest| {
+            let guard = Counted(Arc::clone(&flag));
+            async move {
+                let _guard = guard;
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({}))))
+            }
+        });
+        let svc = AdmissionLayer::new(8, 8).layer(CancelLayer.layer(inner));
+        let pending = tokio::spawn(svc.oneshot(request(&s, 3, "tools/call")));
+        tokio::task::yield_now().await;
+        assert!(s.cancel_request(&Id::number(3)));
+        assert!(matches!(pending.await.unwrap(), Err(GatewayError::Cancelled)));
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        assert_eq!(s.inflight(), 0);
+    }
+
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
