@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 
 use crate::call::{SendAttempt, UpstreamService};
+use crate::catalog::ToolCatalog;
 use crate::client::{CancelLayer, ClientService};
 use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
@@ -40,7 +41,7 @@ use crate::session::SessionTable;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
-use crate::upstream::settings::{ToolCatalog, UpstreamSettings};
+use crate::upstream::settings::UpstreamSettings;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
 /// Overrides from the command line.

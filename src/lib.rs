@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod app;
 pub mod call;
+pub mod catalog;
 pub mod client;
 pub mod config;
 pub mod demo;

@@ -20,11 +20,11 @@ use serde_json::{Map, Value, json};
 use super::sanitize::{self, TEXT_CAP};
 use super::{correlation_id, human, passthrough, tool_error};
 use crate::call::{Answer, GatewayError, Origin, Reply};
+use crate::catalog::ToolInfo;
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
 use crate::telemetry::metrics;
-use crate::upstream::settings::ToolInfo;
 use crate::validation::{SchemaCache, Violation};
 
 /// Longest `isError` text relayed from an upstream, after scrubbing.

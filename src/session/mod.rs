@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use table::SessionTable;
 
+use crate::catalog::ResourceCatalog;
 use crate::jsonrpc::Id;
-use crate::routing::catalog::Catalog;
 use parking_lot::Mutex;
 
 use crate::call::{EVENT_BUFFER, EventSink, Link, Tagged};
@@ -72,7 +72,7 @@ pub struct Session {
     /// Serialises reconnection attempts.
     pub(crate) reconnect: tokio::sync::Mutex<()>,
     /// Where resources and templates live, learnt from list results.
-    pub catalog: Mutex<Catalog>,
+    pub resources: Mutex<ResourceCatalog>,
     events_tx: mpsc::Sender<Tagged>,
     outbox_tx: mpsc::Sender<String>,
     outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
@@ -106,7 +106,7 @@ impl Session {
             client_info,
             slots: Mutex::new(HashMap::new()),
             reconnect: tokio::sync::Mutex::new(()),
-            catalog: Mutex::new(Catalog::default()),
+            resources: Mutex::new(ResourceCatalog::default()),
             events_tx,
             outbox_tx,
             outbox_rx: Mutex::new(Some(outbox_rx)),

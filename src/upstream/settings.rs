@@ -1,17 +1,12 @@
 //! What the operator configured for one upstream, resolved against the defaults, plus
-//! what the gateway learnt about its tools.
+//! what the gateway learnt about its tools ([`ToolCatalog`]).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::Value;
-use serde_json::value::RawValue;
-
+use crate::catalog::ToolCatalog;
 use crate::config::{BreakerConfig, ConcurrencyConfig, RetryConfig, Timeouts, ToolConfig};
 use crate::mcp::method;
-use crate::validation::SchemaKey;
 
 /// Resolved settings of one upstream.
 #[derive(Debug)]
@@ -67,105 +62,6 @@ impl UpstreamSettings {
             return self.timeouts.request;
         }
         tool.and_then(|t| self.tools.get(t)).and_then(|t| t.timeout).unwrap_or(self.timeouts.tool_call)
-    }
-}
-
-/// What the gateway knows of one tool.
-#[derive(Debug, Clone, Default)]
-pub struct ToolInfo {
-    /// `annotations.readOnlyHint`.
-    pub read_only: bool,
-    /// `annotations.idempotentHint`.
-    pub idempotent: bool,
-    /// `inputSchema`.
-    pub input_schema: Option<Arc<Value>>,
-    /// The cache key of `input_schema`, computed once here rather than on every call.
-    pub input_key: Option<SchemaKey>,
-    /// `outputSchema`.
-    pub output_schema: Option<Arc<Value>>,
-    /// The cache key of `output_schema`.
-    pub output_key: Option<SchemaKey>,
-}
-
-/// Tools of one upstream, learnt from the `tools/list` results that pass through.
-#[derive(Debug, Default)]
-pub struct ToolCatalog {
-    tools: parking_lot::RwLock<HashMap<String, Arc<ToolInfo>>>,
-    /// When seawall last listed the tools itself (to learn an unknown tool's schema).
-    refreshed: parking_lot::Mutex<Option<tokio::time::Instant>>,
-}
-
-/// Shortest interval between two listings seawall makes itself for one upstream, so
-/// calls of tools that do not exist cannot turn into a stream of `tools/list` requests.
-const REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Most tools remembered per upstream.
-const MAX_TOOLS: usize = 4096;
-
-#[derive(Deserialize)]
-struct ListView {
-    #[serde(default)]
-    tools: Vec<ToolView>,
-}
-
-#[derive(Deserialize)]
-struct ToolView {
-    name: String,
-    #[serde(default)]
-    annotations: Option<AnnotationsView>,
-    #[serde(rename = "inputSchema", default)]
-    input_schema: Option<Value>,
-    #[serde(rename = "outputSchema", default)]
-    output_schema: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct AnnotationsView {
-    #[serde(rename = "readOnlyHint", default)]
-    read_only: Option<bool>,
-    #[serde(rename = "idempotentHint", default)]
-    idempotent: Option<bool>,
-}
-
-impl ToolCatalog {
-    /// Learns from one page of a `tools/list` result.
-    pub fn learn(&self, result: &RawValue) {
-        let Ok(list) = serde_json::from_str::<ListView>(result.get()) else { return };
-        let mut tools = self.tools.write();
-        for t in list.tools {
-            if tools.len() >= MAX_TOOLS && !tools.contains_key(&t.name) {
-                break;
-            }
-            let a = t.annotations.as_ref();
-            let input_schema = t.input_schema.filter(Value::is_object).map(Arc::new);
-            let output_schema = t.output_schema.filter(Value::is_object).map(Arc::new);
-            let info = ToolInfo {
-                read_only: a.and_then(|a| a.read_only).unwrap_or(false),
-                idempotent: a.and_then(|a| a.idempotent).unwrap_or(false),
-                input_key: input_schema.as_deref().map(SchemaKey::of),
-                input_schema,
-                output_key: output_schema.as_deref().map(SchemaKey::of),
-                output_schema,
-            };
-            tools.insert(t.name, Arc::new(info));
-        }
-    }
-
-    /// Claims the right to list the upstream's tools now; `false` if that happened less
-    /// than the refresh interval ago.
-    pub fn begin_refresh(&self) -> bool {
-        let mut last = self.refreshed.lock();
-        let now = tokio::time::Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < REFRESH_INTERVAL) {
-            return false;
-        }
-        *last = Some(now);
-        true
-    }
-
-    /// A tool, if listed.
-    pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
-        self.tools.read().get(name).cloned()
     }
 }
 

@@ -225,7 +225,7 @@ fn a_precomputed_key_finds_the_same_entry_without_serialising_again() {
 
 #[test]
 fn learnt_tools_carry_the_keys_of_their_schemas() {
-    use crate::upstream::settings::ToolCatalog;
+    use crate::catalog::ToolCatalog;
     let list = crate::jsonrpc::raw_from_str(
         r#"{"tools":[{"name":"search","inputSchema":{"type":"object","required":["q"]},"outputSchema":{"type":"object"}},{"name":"bare"}]}"#,
     )

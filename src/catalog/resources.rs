@@ -11,14 +11,14 @@ const MAX_ENTRIES: usize = 10_000;
 
 /// Resource URIs and templates → upstream.
 #[derive(Debug, Default)]
-pub struct Catalog {
+pub struct ResourceCatalog {
     resources: HashMap<String, Arc<str>>,
     templates: Vec<(String, Arc<str>)>,
     /// Whether every upstream's templates have been listed at least once.
     pub templates_loaded: bool,
 }
 
-impl Catalog {
+impl ResourceCatalog {
     /// Remembers that `uri` is served by `upstream`. A URI that another upstream listed
     /// first stays with that one (lists are merged in configuration order), so every
     /// listed resource can be read; returns the upstream that keeps it.
@@ -62,7 +62,7 @@ mod tests {
     #[test]
     fn resolves_resources_then_templates() {
         let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
-        let mut c = Catalog::default();
+        let mut c = ResourceCatalog::default();
         assert_eq!(c.learn_resource("demo://readme", &a), a);
         assert_eq!(c.learn_resource("demo://readme", &b), a, "the first upstream keeps a shared URI");
         c.learn_template("demo://echo/{text}", &b);

@@ -1,0 +1,10 @@
+//! What seawall knows of what its upstreams serve: each upstream's tools (annotations and
+//! schemas, shared by every session) and, per session, which upstream serves which
+//! resource URI or URI template.
+
+mod resources;
+mod tools;
+mod uri_template;
+
+pub use resources::ResourceCatalog;
+pub use tools::{ToolCatalog, ToolInfo};

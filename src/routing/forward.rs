@@ -1,0 +1,140 @@
+//! Forwarding one request to one upstream: argument checks, the upstream's stack, the
+//! rewrite of its answer, and the per-upstream request metric.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use serde_json::value::RawValue;
+use tower::ServiceExt;
+
+use super::{ArgumentsParams, NameParams, Router, UriParams};
+use crate::call::{Answer, Clock, EventSink, GatewayError, Reply, UpstreamCall};
+use crate::client::ClientRequest;
+use crate::jsonrpc;
+use crate::mcp::method;
+use crate::telemetry::metrics;
+use crate::upstream::registry::UpstreamHandle;
+
+/// Most `tools/list` pages read when seawall lists an upstream's tools itself.
+pub(super) const MAX_CATALOG_PAGES: usize = 16;
+
+#[derive(serde::Deserialize)]
+pub(super) struct NextCursor {
+    #[serde(rename = "nextCursor", default)]
+    next_cursor: Option<String>,
+}
+
+impl Router {
+    /// Sends one request to one upstream through its stack.
+    pub(super) async fn forward(
+        &self,
+        ctx: &ClientRequest,
+        handle: &Arc<UpstreamHandle>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Reply, GatewayError> {
+        let tool: Option<Arc<str>> = (method == method::TOOLS_CALL)
+            .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
+            .flatten();
+        let info = match tool.as_deref() {
+            Some(t) => self.tool_info(ctx, handle, t).await,
+            None => None,
+        };
+        // Tools are metric labels only once the upstream listed them (bounded cardinality).
+        let tool_label = match (&tool, &info) {
+            (Some(t), Some(_)) => t.to_string(),
+            (Some(_), None) => "other".to_owned(),
+            (None, _) => String::new(),
+        };
+        let timer = metrics::RequestTimer::start(&handle.name, method, tool_label);
+        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        let asked_uri = method
+            .starts_with("resources/")
+            .then(|| jsonrpc::view::<UriParams>(params.as_deref()).map(|p| p.uri))
+            .flatten();
+        if let Some(client_tool) = &client_tool {
+            let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
+            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
+                timer.finish("refused");
+                return Ok(answer);
+            }
+        }
+        let result = self.send(ctx, handle, method, params, tool).await;
+        timer.finish(match &result {
+            Ok(answer) => answer.outcome(),
+            Err(e) => e.class().outcome,
+        });
+        let answer = match result? {
+            Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
+                handle.policy.catalog.learn(&raw);
+                Answer::result(self.without_open_tools(handle, raw))
+            }
+            other => other,
+        };
+        Ok(self.rewriter.upstream_reply(
+            &handle.name,
+            method,
+            client_tool.as_deref(),
+            asked_uri.as_deref(),
+            info.as_deref(),
+            answer,
+        ))
+    }
+
+    /// Sends one request through the upstream's stack.
+    pub(super) async fn send(
+        &self,
+        ctx: &ClientRequest,
+        handle: &Arc<UpstreamHandle>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        tool: Option<Arc<str>>,
+    ) -> Result<Answer, GatewayError> {
+        let link = self.link(&ctx.session, handle).await?;
+        let req = UpstreamCall {
+            upstream: Arc::clone(&handle.name),
+            method: Arc::from(method),
+            params: params.map(Arc::from),
+            progress_token: ctx.progress.clone(),
+            idempotent: handle.policy.is_idempotent(method, tool.as_deref()),
+            clock: Clock::new(handle.policy.timeout(method, tool.as_deref())),
+            tool,
+            events: EventSink::new(Arc::clone(&handle.name), ctx.related.clone()),
+            target: link,
+            avoid: Vec::new(),
+            endpoint: None,
+            attempt_deadline: None,
+        };
+        handle.service.clone().oneshot(req).await
+    }
+
+    /// What the gateway knows of a tool; a tool the catalog has not seen makes seawall
+    /// list the upstream's tools itself first (at most once per refresh interval), so
+    /// arguments are checked from the very first call.
+    pub(super) async fn tool_info(
+        &self,
+        ctx: &ClientRequest,
+        handle: &Arc<UpstreamHandle>,
+        tool: &str,
+    ) -> Option<Arc<crate::catalog::ToolInfo>> {
+        if let Some(info) = handle.policy.catalog.get(tool) {
+            return Some(info);
+        }
+        if !handle.policy.catalog.begin_refresh() {
+            return None;
+        }
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_CATALOG_PAGES {
+            let params = cursor.as_ref().map(|c| jsonrpc::to_raw(&json!({ "cursor": c })));
+            let Ok(Answer::Result { raw, .. }) = self.send(ctx, handle, method::TOOLS_LIST, params, None).await else {
+                break;
+            };
+            handle.policy.catalog.learn(&raw);
+            cursor = jsonrpc::view::<NextCursor>(Some(&raw)).and_then(|p| p.next_cursor);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        handle.policy.catalog.get(tool)
+    }
+}
