@@ -23,8 +23,8 @@ pub use answer::{Answer, Health, Reply};
 pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventSink, Tagged, UpstreamEvent};
 pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
-pub use request::UpstreamCall;
-pub use transport::{BoxFuture, CallFuture, Link, SendAttempt, Transport, UpstreamService};
+pub use request::{BoxFuture, Link, Transport, UpstreamCall};
+pub use transport::{CallFuture, SendAttempt, UpstreamService};
 
 /// A fresh upstream request id; ids are never reused in the life of the process.
 pub fn fresh_id() -> crate::jsonrpc::Id {

@@ -1,14 +1,20 @@
-//! One request on its way to one upstream, as every layer of its stack sees it.
+//! One request on its way to one upstream, as every layer of its stack sees it, and
+//! what the link it travels over must do ([`Transport`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
+use super::answer::Reply;
 use super::clock::Clock;
 use super::events::EventSink;
-use super::transport::Link;
+use super::failure::UpstreamError;
+use crate::jsonrpc::{Id, Notification};
+use crate::mcp::init::InitResult;
 
 /// One request on its way to one upstream. Cloned for every attempt, so every field is
 /// cheap to clone.
@@ -52,3 +58,51 @@ impl std::fmt::Debug for UpstreamCall {
             .finish_non_exhaustive()
     }
 }
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One client session's connection to one upstream: a Streamable HTTP session, a
+/// supervised process, or sessions with several replicas. Dropping the future of
+/// [`Transport::send`] cancels the request upstream.
+pub trait Transport: Send + Sync {
+    /// Sends one attempt of a call and waits for its answer; related messages go to
+    /// `call.events`. Sent to `call.endpoint` when the upstream has several.
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>>;
+
+    /// For replicated upstreams: the endpoint for the next attempt, avoiding `avoid`.
+    fn pick(&self, _avoid: &[u16]) -> Option<u16> {
+        None
+    }
+
+    /// For replicated upstreams: how an attempt on an endpoint ended (outlier ejection).
+    fn record(&self, _endpoint: u16, _failed: bool) {}
+
+    /// Sends a notification.
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>>;
+
+    /// Answers a server-initiated request (made by `endpoint`, for replicated upstreams).
+    fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>>;
+
+    /// The upstream's answer to initialize, once the handshake has completed.
+    fn init_result(&self) -> Option<Arc<InitResult>>;
+
+    /// Starts receiving events not tied to a call (list_changed, resources/updated, ...).
+    fn subscribe(&self, key: u64, sink: EventSink);
+
+    /// Stops receiving unrelated events.
+    fn unsubscribe(&self, key: u64);
+
+    /// The client opened its stream for messages not tied to a request: open the
+    /// upstream's counterpart (HTTP upstreams open it only then, so an idle session
+    /// holds no upstream connection). Nothing to do for a process.
+    fn want_unrelated_stream(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    /// Ends the upstream session (HTTP DELETE) or stops the process.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// A shared link to an upstream.
+pub type Link = Arc<dyn Transport>;

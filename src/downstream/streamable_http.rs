@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listener::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
-use crate::gateway::{Answer, Gateway, InitError};
+use crate::gateway::{EncodedAnswer, Gateway, InitError};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp;
 use crate::policy::origin::OriginPolicy;
@@ -269,7 +269,7 @@ async fn dispatch(st: &HttpState, session: &Arc<Session>, msg: Message, sse_ok: 
 /// answers with JSON, or with SSE as soon as something precedes the response.
 async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, sse_ok: bool) -> Response {
     let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
-    let (final_tx, mut final_rx) = oneshot::channel::<Answer>();
+    let (final_tx, mut final_rx) = oneshot::channel::<EncodedAnswer>();
     let gateway = Arc::clone(&st.gateway);
     let task_session = Arc::clone(session);
     let id = req.id.clone();
@@ -292,7 +292,7 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
                 }
                 Err(_) => {
                     return match response {
-                        Ok(Answer { body, overloaded: Some(after) }) => {
+                        Ok(EncodedAnswer { body, overloaded: Some(after) }) => {
                             let mut resp = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
                             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
                             resp

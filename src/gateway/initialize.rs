@@ -1,0 +1,180 @@
+//! `initialize`: opening a client session, its upstream sessions, and the answer — the
+//! upstream's own on a single-upstream endpoint, capabilities merged from every upstream
+//! on the aggregated one.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use crate::call::GatewayError;
+use crate::jsonrpc::{self, Request};
+use crate::mcp::{self, meta};
+use crate::session::{Scope, Session, Slot};
+
+/// Why an `initialize` could not open a session.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// The request itself is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// The session table is full.
+    #[error("too many sessions")]
+    Full,
+    /// The upstream behind a single-upstream endpoint cannot be reached.
+    #[error(transparent)]
+    Failed(GatewayError),
+}
+
+#[derive(Deserialize)]
+struct InitializeParams {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: String,
+    #[serde(default)]
+    capabilities: Value,
+    #[serde(rename = "clientInfo", default)]
+    client_info: Value,
+}
+
+impl Gateway {
+    /// Handles `initialize`: opens upstream sessions and answers with the merged (or, on a
+    /// single-upstream endpoint, the upstream's own) result.
+    pub async fn initialize(&self, scope: Scope, req: &Request) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
+        self.initialize_for(scope, req, None).await
+    }
+
+    /// [`Gateway::initialize`] for a client at `peer`, whose sessions count against
+    /// `session.max_sessions_per_peer`. The session's place in the table is held before
+    /// any upstream session opens, so a burst of `initialize` calls costs no upstream
+    /// connections beyond the table's size.
+    pub async fn initialize_for(
+        &self,
+        scope: Scope,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
+        let params: InitializeParams = jsonrpc::view(req.params.as_deref())
+            .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
+        let reservation = match self.sessions.reserve(peer) {
+            Ok(r) => r,
+            Err(full) => {
+                tracing::debug!(peer = ?peer, limit = full.0, "refused a session: the session table is full");
+                return Err(InitError::Full);
+            }
+        };
+        let version = mcp::negotiate(&params.protocol_version).to_owned();
+        let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
+        let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
+
+        let targets: Vec<_> = match &scope {
+            Scope::Aggregate => self.upstreams().iter().cloned().collect(),
+            Scope::Single(name) => self.upstreams().get(name).cloned().into_iter().collect(),
+        };
+        let connects = targets.iter().map(|handle| {
+            let init = self.router.init_params(&session, handle);
+            async move { (handle, handle.connect(&init).await) }
+        });
+        for (handle, result) in futures::future::join_all(connects).await {
+            match result {
+                Ok(link) => session.set_slot(&handle.name, Slot::Up(link)),
+                Err(e) => {
+                    tracing::warn!(upstream = %handle.name, error = %e, "could not open an upstream session");
+                    session.set_slot(&handle.name, Slot::Down(e.to_string()));
+                }
+            }
+        }
+
+        let result = match &scope {
+            Scope::Single(name) => match session.slot(name) {
+                Some(Slot::Up(link)) => match link.init_result() {
+                    // The upstream's own answer, unless it chose a version seawall cannot
+                    // speak to the client: then seawall bridges, in the client's version.
+                    Some(init) if mcp::is_supported(&init.protocol_version) => init.raw.clone(),
+                    Some(init) => with_version(&init.raw, &version),
+                    None => merged_init(&session, &version),
+                },
+                other => {
+                    let reason = match other {
+                        Some(Slot::Down(reason)) => reason,
+                        _ => "not configured".into(),
+                    };
+                    self.close_session(&session).await;
+                    return Err(InitError::Failed(GatewayError::Unavailable { upstream: Arc::clone(name), reason }));
+                }
+            },
+            Scope::Aggregate => merged_init(&session, &version),
+        };
+        self.sessions.insert_reserved(reservation, Arc::clone(&session));
+        tracing::info!(session = session.key, scope = ?scope, version = %version, "session opened");
+        crate::telemetry::metrics::sessions(self.sessions.len());
+        Ok((session, result))
+    }
+}
+
+/// An initialize result with its `protocolVersion` replaced.
+fn with_version(raw: &RawValue, version: &str) -> Box<RawValue> {
+    let mut map = meta::params_object(Some(raw)).unwrap_or_default();
+    map.insert("protocolVersion".into(), Value::String(version.to_owned()));
+    jsonrpc::to_raw(&map)
+}
+
+/// The aggregated endpoint's initialize result: capabilities merged from the upstreams.
+fn merged_init(session: &Session, version: &str) -> Box<RawValue> {
+    let mut capabilities = Value::Object(Map::new());
+    let mut instructions = Vec::new();
+    let mut links = session.links();
+    links.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, link) in links {
+        let Some(init) = link.init_result() else {
+            continue;
+        };
+        merge_capabilities(&mut capabilities, &init.capabilities);
+        if let Some(text) = init.instructions.as_deref().filter(|t| !t.trim().is_empty()) {
+            instructions.push(format!("[{name}] {text}"));
+        }
+    }
+    // Task-augmented requests (`tasks/*`) carry no name or URI to route them by.
+    if let Value::Object(caps) = &mut capabilities {
+        caps.remove("tasks");
+    }
+    let mut result = Map::new();
+    result.insert("protocolVersion".into(), Value::String(version.to_owned()));
+    result.insert("capabilities".into(), capabilities);
+    result.insert("serverInfo".into(), json!({ "name": "seawall", "version": env!("CARGO_PKG_VERSION") }));
+    if !instructions.is_empty() {
+        result.insert("instructions".into(), Value::String(instructions.join("\n\n")));
+    }
+    jsonrpc::to_raw(&result)
+}
+
+/// Deep union: objects merge key by key, booleans are OR-ed, other values keep the first.
+fn merge_capabilities(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing) => merge_capabilities(existing, v),
+                    None => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (Value::Bool(a), Value::Bool(b)) => *a = *a || *b,
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_merge_as_a_union() {
+        let mut caps = json!({"tools": {"listChanged": false}, "logging": {}});
+        merge_capabilities(&mut caps, &json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}}));
+        assert_eq!(caps, json!({"tools": {"listChanged": true}, "logging": {}, "resources": {"subscribe": true}}));
+    }
+}
