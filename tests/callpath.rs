@@ -221,3 +221,37 @@ async fn an_open_upstream_breaker_hides_its_tools_and_says_so() {
     let tools = listed.result()["tools"].to_string();
     assert!(!tools.contains("remote__echo") && tools.contains("local__echo"), "{}", listed.raw);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_on_a_503_is_honoured() {
+    let remote = DemoUpstream::start(true, &["--retry-after", "2"]).await;
+    let gw = Seawall::start(&format!(
+        "upstreams:\n  - name: safe\n    url: {}\n    tools:\n      flaky: {{ idempotent: true }}\n",
+        remote.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let started = Instant::now();
+    let retried = c.call_tool(1, "safe__flaky", json!({"key": "r", "fail_first": 1, "mode": "http_503"})).await;
+    let took = started.elapsed();
+    assert_eq!(text_of(&retried), "ok after 1 failures", "{retried}");
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(6), "retried after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_upstream_sees_the_offered_load_plus_the_budget() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&format!(
+        "defaults:\n  breaker: {{ consecutive_failures: 100000, min_calls: 100000 }}\nupstreams:\n  - name: dead\n    url: {}\n",
+        remote.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    for id in 0..100u64 {
+        let read = c.request(id + 1, "resources/read", json!({"uri": format!("demo://flaky/k{id}/1000")})).await;
+        assert!(read.response().get("error").is_some(), "{}", read.raw);
+    }
+    let reads = remote.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == "resources/read").count();
+    // N·(1 + 20 %) + 10·1 with the default budget: at most 130 attempts for 100 requests.
+    assert!((100..=130).contains(&reads), "{reads} attempts for 100 requests");
+}

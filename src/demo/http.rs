@@ -129,8 +129,10 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-fn unavailable() -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "0")], "upstream temporarily unavailable").into_response()
+fn unavailable(retry_after_secs: u64) -> Response {
+    let retry_after = retry_after_secs.to_string();
+    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, retry_after)], "upstream temporarily unavailable")
+        .into_response()
 }
 
 async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
@@ -166,10 +168,10 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
         Accepted::Rejected(reply) => return json_response(StatusCode::BAD_REQUEST, &reply),
     };
     let mut response = match messages {
-        Some(rx) => stream_reply(pending, rx).await,
+        Some(rx) => stream_reply(pending, rx, state.server.config().retry_after_secs).await,
         None => match pending.outcome().await {
             Some(Outcome::Reply(reply)) => json_response(StatusCode::OK, &reply),
-            Some(Outcome::Unavailable) => unavailable(),
+            Some(Outcome::Unavailable) => unavailable(state.server.config().retry_after_secs),
             // Cancelled: the request gets no answer.
             None => StatusCode::ACCEPTED.into_response(),
         },
@@ -195,7 +197,11 @@ enum Frame {
 
 /// Answer a request as SSE: its related messages, then its response. If the
 /// very first thing is a transient failure, the whole POST becomes a 503.
-async fn stream_reply(pending: PendingReply, mut messages: mpsc::UnboundedReceiver<Value>) -> Response {
+async fn stream_reply(
+    pending: PendingReply,
+    mut messages: mpsc::UnboundedReceiver<Value>,
+    retry_after_secs: u64,
+) -> Response {
     let id = pending.id().clone();
     let (frames, mut frames_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -224,7 +230,7 @@ async fn stream_reply(pending: PendingReply, mut messages: mpsc::UnboundedReceiv
     });
     let first = match frames_rx.recv().await {
         None => return StatusCode::ACCEPTED.into_response(),
-        Some(Frame::Unavailable) => return unavailable(),
+        Some(Frame::Unavailable) => return unavailable(retry_after_secs),
         Some(Frame::Message(msg)) => msg,
     };
     let rest = UnboundedReceiverStream::new(frames_rx).map(move |frame| match frame {

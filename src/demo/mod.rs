@@ -53,6 +53,10 @@ pub struct DemoArgs {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub read_latency: u64,
 
+    /// The Retry-After, in seconds, of HTTP 503 answers (flaky mode http_503).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub retry_after: u64,
+
     /// Fraction (0 to 1) of tools/call requests that fail with JSON-RPC -32603.
     #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_fraction)]
     pub error_rate: f64,
@@ -93,6 +97,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         instructions: args.instructions,
         latency: Duration::from_millis(args.latency),
         read_latency: Duration::from_millis(args.read_latency),
+        retry_after_secs: args.retry_after,
         error_rate: args.error_rate,
         page_size: args.page_size,
     };

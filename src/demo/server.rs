@@ -36,6 +36,8 @@ pub struct DemoConfig {
     pub latency: Duration,
     /// Delay added before every `resources/read` answer.
     pub read_latency: Duration,
+    /// HTTP only: the `Retry-After` (seconds) of 503 answers.
+    pub retry_after_secs: u64,
     /// Fraction (0..=1) of `tools/call` requests failed with -32603.
     pub error_rate: f64,
     /// Tools per `tools/list` page; 0 disables pagination.
@@ -49,6 +51,7 @@ impl Default for DemoConfig {
             instructions: None,
             latency: Duration::ZERO,
             read_latency: Duration::ZERO,
+            retry_after_secs: 0,
             error_rate: 0.0,
             page_size: 0,
         }
@@ -78,7 +81,8 @@ pub(crate) type Handled = Result<Value, Failure>;
 pub enum Outcome {
     /// A complete JSON-RPC response message (result or error).
     Reply(Value),
-    /// HTTP only: answer the POST with `503 Service Unavailable`, `Retry-After: 0`.
+    /// HTTP only: answer the POST with `503 Service Unavailable` and `Retry-After`
+    /// (`--retry-after`, default 0).
     Unavailable,
 }
 
