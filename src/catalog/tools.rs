@@ -33,6 +33,8 @@ pub struct ToolCatalog {
     tools: parking_lot::RwLock<HashMap<String, Arc<ToolInfo>>>,
     /// When seawall last listed the tools itself (to learn an unknown tool's schema).
     refreshed: parking_lot::Mutex<Option<tokio::time::Instant>>,
+    /// The upstream said its tools changed since they were last listed.
+    stale: std::sync::atomic::AtomicBool,
 }
 
 /// Shortest interval between two listings seawall makes itself for one upstream, so
@@ -100,11 +102,47 @@ impl ToolCatalog {
             return false;
         }
         *last = Some(now);
+        self.stale.store(false, std::sync::atomic::Ordering::Relaxed);
         true
+    }
+
+    /// The upstream announced `notifications/tools/list_changed`: what is known may be out
+    /// of date, so the next call lists the tools again (within the refresh interval).
+    pub fn mark_stale(&self) {
+        self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A tool as last listed; `None` when it is unknown or the list may have changed
+    /// since (then seawall lists the tools again before trusting it).
+    pub fn fresh(&self, name: &str) -> Option<Arc<ToolInfo>> {
+        if self.stale.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        self.get(name)
     }
 
     /// A tool, if listed.
     pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
         self.tools.read().get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn list_changed_makes_the_next_call_list_again_within_the_refresh_interval() {
+        let c = ToolCatalog::default();
+        c.learn(&crate::jsonrpc::raw_from_str(r#"{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}"#).unwrap());
+        assert!(c.fresh("a").is_some());
+        assert!(c.begin_refresh());
+        c.mark_stale();
+        assert!(c.fresh("a").is_none(), "a stale entry is not trusted");
+        assert!(c.get("a").is_some(), "but it is still there if no listing can be made");
+        assert!(!c.begin_refresh(), "at most one listing per interval");
+        tokio::time::advance(REFRESH_INTERVAL).await;
+        assert!(c.begin_refresh());
+        assert!(c.fresh("a").is_some());
     }
 }

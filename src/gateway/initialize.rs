@@ -67,6 +67,12 @@ impl Gateway {
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
         let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
+        let upstreams = Arc::clone(self.upstreams());
+        session.on_tools_changed(Arc::new(move |name: &str| {
+            if let Some(handle) = upstreams.get(name) {
+                handle.policy.catalog.mark_stale();
+            }
+        }));
 
         let targets: Vec<_> = match &scope {
             Scope::Aggregate => self.upstreams().iter().cloned().collect(),

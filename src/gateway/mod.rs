@@ -185,7 +185,7 @@ impl Gateway {
 
     /// Tells every session that reaches `upstream` that its tool list changed.
     pub fn announce_tools_changed(&self, upstream: &str) {
-        let note = jsonrpc::encode_notification("notifications/tools/list_changed", None);
+        let note = jsonrpc::encode_notification(method::TOOLS_LIST_CHANGED, None);
         for session in self.sessions.all() {
             let reaches = match &session.scope {
                 Scope::Aggregate => true,

@@ -61,6 +61,8 @@ pub mod method {
     pub const INITIALIZED: &str = "notifications/initialized";
     /// Cancellation of an in-flight request.
     pub const CANCELLED: &str = "notifications/cancelled";
+    /// An upstream's tools changed.
+    pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
     /// Progress of an in-flight request.
     pub const PROGRESS: &str = "notifications/progress";
 }

@@ -117,11 +117,11 @@ impl Router {
         handle: &Arc<UpstreamHandle>,
         tool: &str,
     ) -> Option<Arc<crate::catalog::ToolInfo>> {
-        if let Some(info) = handle.policy.catalog.get(tool) {
+        if let Some(info) = handle.policy.catalog.fresh(tool) {
             return Some(info);
         }
         if !handle.policy.catalog.begin_refresh() {
-            return None;
+            return handle.policy.catalog.get(tool);
         }
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_CATALOG_PAGES {

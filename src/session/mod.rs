@@ -87,7 +87,12 @@ pub struct Session {
     ended: CancellationToken,
     /// The client has opened its GET stream: upstream links open theirs too.
     streaming: std::sync::atomic::AtomicBool,
+    /// Told the name of an upstream that announced its tools changed.
+    tools_changed: std::sync::OnceLock<ToolsChanged>,
 }
+
+/// What a session does when an upstream announces `notifications/tools/list_changed`.
+pub type ToolsChanged = Arc<dyn Fn(&str) + Send + Sync>;
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -117,6 +122,7 @@ impl Session {
             pump: Mutex::new(None),
             ended: CancellationToken::new(),
             streaming: std::sync::atomic::AtomicBool::new(false),
+            tools_changed: std::sync::OnceLock::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -252,6 +258,18 @@ impl Session {
             .iter()
             .find(|(_, r)| &*r.upstream == upstream && r.endpoint == endpoint && &r.id == upstream_id)
             .map(|(id, _)| id.clone())
+    }
+
+    /// Sets what happens when an upstream announces that its tools changed (once).
+    pub fn on_tools_changed(&self, hook: ToolsChanged) {
+        let _ = self.tools_changed.set(hook);
+    }
+
+    /// An upstream announced that its tools changed.
+    pub fn tools_changed(&self, upstream: &str) {
+        if let Some(hook) = self.tools_changed.get() {
+            hook(upstream);
+        }
     }
 
     /// Fires when the session ends (DELETE, idle expiry, shutdown).

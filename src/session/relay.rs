@@ -43,7 +43,12 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
             let params = meta::cancelled_params(&client_id, p.reason.as_deref().unwrap_or("cancelled by the server"));
             Some(jsonrpc::encode_notification(&n.method, Some(&params)))
         }
-        UpstreamEvent::Notification(n) => Some(jsonrpc::encode_notification(&n.method, n.params.as_deref())),
+        UpstreamEvent::Notification(n) => {
+            if n.method == method::TOOLS_LIST_CHANGED {
+                session.tools_changed(&tagged.upstream);
+            }
+            Some(jsonrpc::encode_notification(&n.method, n.params.as_deref()))
+        }
         UpstreamEvent::Request(r) => {
             let origin = ServerRequest { upstream: Arc::clone(&tagged.upstream), endpoint: tagged.endpoint, id: r.id };
             let id = session.register_server_request(origin);
