@@ -6,24 +6,24 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod admin;
+pub(crate) mod admin;
 pub mod app;
-pub mod call;
-pub mod catalog;
-pub mod client;
+pub(crate) mod call;
+pub(crate) mod catalog;
+pub(crate) mod client;
 pub mod config;
 pub mod demo;
-pub mod downstream;
+pub(crate) mod downstream;
 pub mod errors;
-pub mod gateway;
+pub(crate) mod gateway;
 pub mod jsonrpc;
-pub mod mcp;
-pub mod policy;
-pub mod resilience;
-pub mod routing;
-pub mod session;
+pub(crate) mod mcp;
+pub(crate) mod policy;
+pub(crate) mod resilience;
+pub(crate) mod routing;
+pub(crate) mod session;
 mod signals;
 pub mod sse;
 pub mod telemetry;
-pub mod upstream;
-pub mod validation;
+pub(crate) mod upstream;
+pub(crate) mod validation;

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use cancel::{Cancel, CancelLayer};
+pub use cancel::CancelLayer;
 
 use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
 use crate::jsonrpc::{self, Id};

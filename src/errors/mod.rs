@@ -1,6 +1,6 @@
 //! Every failure inside seawall, and the one place that turns it into an answer.
 //!
-//! Failures are typed where they happen ([`crate::call::GatewayError`]); the [`Rewriter`] maps them —
+//! Failures are typed where they happen (`GatewayError` in `crate::call`); the [`Rewriter`] maps them —
 //! and whatever error an upstream sent — to a JSON-RPC error object or, for a `tools/call`
 //! whose tool could not do its job, to a `CallToolResult` with `isError: true`. Raw
 //! upstream detail goes to the log next to a correlation id and never to the client;

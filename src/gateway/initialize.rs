@@ -39,17 +39,13 @@ struct InitializeParams {
 }
 
 impl Gateway {
-    /// Handles `initialize`: opens upstream sessions and answers with the merged (or, on a
-    /// single-upstream endpoint, the upstream's own) result.
-    pub async fn initialize(&self, scope: Scope, req: &Request) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
-        self.initialize_for(scope, req, None).await
-    }
-
-    /// [`Gateway::initialize`] for a client at `peer`, whose sessions count against
+    /// Handles `initialize` for a client at `peer`: opens upstream sessions and answers
+    /// with the merged (or, on a single-upstream endpoint, the upstream's own) result. The
+    /// client's sessions count against
     /// `session.max_sessions_per_peer`. The session's place in the table is held before
     /// any upstream session opens, so a burst of `initialize` calls costs no upstream
     /// connections beyond the table's size.
-    pub async fn initialize_for(
+    pub async fn initialize(
         &self,
         scope: Scope,
         req: &Request,

@@ -11,9 +11,6 @@ pub const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18",
 /// The newest legacy version; offered when a client asks for one seawall does not know.
 pub const LATEST_LEGACY: &str = "2025-11-25";
 
-/// The version assumed when a client sends no `MCP-Protocol-Version` header.
-pub const DEFAULT_HEADER_VERSION: &str = "2025-03-26";
-
 /// Whether seawall can speak this protocol version.
 pub fn is_supported(version: &str) -> bool {
     LEGACY_VERSIONS.contains(&version)

@@ -86,11 +86,6 @@ impl SessionTable {
         self
     }
 
-    /// Whether another session fits.
-    pub fn has_room(&self) -> bool {
-        self.places.lock().taken < self.max
-    }
-
     /// Holds a place for a session opened by `peer`, or refuses when the table, or
     /// that address's share of it, is full.
     pub fn reserve(&self, peer: Option<IpAddr>) -> Result<Reservation<'_>, TableFull> {
@@ -117,13 +112,6 @@ impl SessionTable {
         }
         let mut map = self.sessions.write();
         map.insert(session.id.clone(), session);
-    }
-
-    /// Adds a session.
-    pub fn insert(&self, session: Arc<Session>) -> Result<(), TableFull> {
-        let reservation = self.reserve(None)?;
-        self.insert_reserved(reservation, session);
-        Ok(())
     }
 
     fn released(&self, session: Option<Arc<Session>>) -> Option<Arc<Session>> {
@@ -177,11 +165,6 @@ impl SessionTable {
     /// Number of live sessions.
     pub fn len(&self) -> usize {
         self.sessions.read().len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

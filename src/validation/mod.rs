@@ -140,11 +140,6 @@ impl SchemaCache {
         self.lock().by_hash.len()
     }
 
-    /// Whether no schema is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The compiled validator for `schema` (whose key is `key`), compiling and caching it
     /// on a miss; `None` when it does not compile.
     fn validator(&self, key: &SchemaKey, schema: &Value) -> Option<Arc<Validator>> {

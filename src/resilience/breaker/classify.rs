@@ -3,6 +3,7 @@
 //! [`crate::call::Answer::health`]; this module only splits it between the upstream's
 //! breaker and the tool's.
 
+#[cfg(test)]
 use std::time::Duration;
 
 use crate::call::{Answer, GatewayError, Health};
@@ -54,6 +55,7 @@ pub fn health(result: &Result<Answer, GatewayError>) -> Health {
 
 /// How a finished call counts on a breaker that sees every call: its outcome, and
 /// whether it took longer than `slow`.
+#[cfg(test)]
 pub fn outcome(result: &Result<Answer, GatewayError>, elapsed: Duration, slow: Duration) -> Verdict {
     Verdict::of(health(result), elapsed > slow)
 }

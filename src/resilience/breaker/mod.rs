@@ -31,11 +31,9 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
-pub use classify::{Outcome, Verdict};
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
-pub use state::{Breaker, BreakerKey, Permit, State};
-pub use transition::{Listener, Reason};
+pub use state::{BreakerKey, State};
 
 use admission::Admission;
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{is_error_result, result, rpc_error, transport_error};
 use crate::call::{Answer, GatewayError, Health, UpstreamError};
+use crate::resilience::breaker::classify::{Outcome, Verdict};
 use crate::resilience::breaker::classify::{outcome, split};
-use crate::resilience::breaker::{Outcome, Verdict};
 use crate::resilience::testing::failed;
 
 fn upstream(source: UpstreamError) -> Result<Answer, GatewayError> {

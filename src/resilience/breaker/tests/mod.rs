@@ -12,7 +12,8 @@ use serde_json::json;
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, service_fn};
 
-use super::{BreakerLayer, Breakers, Outcome, Verdict};
+use super::classify::{Outcome, Verdict};
+use super::{BreakerLayer, Breakers};
 use crate::call::{Answer, GatewayError, UpstreamCall, UpstreamError};
 use crate::config::BreakerConfig;
 use crate::resilience::testing::{call_to, failed};

@@ -7,7 +7,9 @@ use tokio::time::advance;
 
 use super::{FAILURE, SUCCESS, assert_jittered, cfg};
 use crate::config::BreakerConfig;
-use crate::resilience::breaker::{Breaker, BreakerKey, State, Verdict};
+use crate::resilience::breaker::classify::Verdict;
+use crate::resilience::breaker::state::Breaker;
+use crate::resilience::breaker::{BreakerKey, State};
 
 fn breaker(cfg: BreakerConfig) -> Arc<Breaker> {
     Breaker::new(BreakerKey { upstream: Arc::from("u"), tool: None }, cfg, None)
@@ -144,7 +146,7 @@ async fn calls_started_before_a_transition_are_not_counted() {
 async fn every_transition_is_reported() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let listener: crate::resilience::breaker::Listener =
+    let listener: crate::resilience::breaker::transition::Listener =
         Arc::new(move |key: &BreakerKey, state| log.lock().unwrap().push((key.to_string(), state)));
     let key = BreakerKey { upstream: Arc::from("u"), tool: Some(Arc::from("t")) };
     let b = Breaker::new(key, cfg(), Some(listener));
