@@ -23,7 +23,7 @@ use tower::{Layer, Service, ServiceExt};
 use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::config::RetryConfig;
 use crate::telemetry::metrics;
-use policy::Verdict;
+use policy::Decision;
 
 /// How long a deposit counts in the budget.
 const BUDGET_TTL: Duration = Duration::from_secs(10);
@@ -87,10 +87,10 @@ where
                 let result = inner.clone().oneshot(req.clone()).await;
                 let Err(error) = &result else { return result };
                 let class = error.class();
-                let delay = match policy::verdict(&class, req.idempotent, attempt) {
-                    Verdict::Stop => return result,
-                    Verdict::Retry => backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
-                    Verdict::RetryAfter(after) => after,
+                let delay = match policy::decide(&class, req.idempotent, attempt) {
+                    Decision::Stop => return result,
+                    Decision::Retry => backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
+                    Decision::RetryAfter(after) => after,
                 };
                 let free_retry = attempt == 1 && !class.reached;
                 if attempt >= max_attempts && !free_retry {
