@@ -165,16 +165,16 @@ async fn main() {
     let (gw, gw_url) =
         spawn(&gateway_bin, &["run", "--config", config.to_str().expect("utf-8 path")], "seawall listening on ").await;
     let gw_pid = gw.id().expect("pid");
-    let gw = Some(gw_pid);
+    let measured = Some(gw_pid);
     let rss_idle = rss_kib(gw_pid);
 
     println!("tools/call echo, {} s per run, one machine, back to back; gateway {gateway_bin}", RUN.as_secs());
     println!("{:<34} {:>4} {:>10} {:>10} {:>10} {:>14}", "path", "conc", "req/s", "p50", "p99", "seawall CPU");
     for concurrency in [1, 16] {
         let direct = load(&demo_url, "echo", concurrency, None).await;
-        let single = load(&format!("{gw_url}/remote"), "echo", concurrency, gw).await;
-        let aggregate = load(&gw_url, "remote__echo", concurrency, gw).await;
-        let stdio = load(&gw_url, "local__echo", concurrency, gw).await;
+        let single = load(&format!("{gw_url}/remote"), "echo", concurrency, measured).await;
+        let aggregate = load(&gw_url, "remote__echo", concurrency, measured).await;
+        let stdio = load(&gw_url, "local__echo", concurrency, measured).await;
         for (name, f) in [
             ("direct (demo over HTTP)", &direct),
             ("seawall /mcp/remote (HTTP)", &single),
