@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod app;
+mod backoff;
 pub mod call;
 pub mod config;
 pub mod demo;

@@ -25,6 +25,10 @@ const LAST_EVENT_ID: &str = "last-event-id";
 const MAX_IDLE_RESUMES: u32 = 3;
 /// Upper bound on a server-requested reconnection delay.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
+/// First wait before the standalone GET stream is opened again; doubles on each failure.
+const GET_RETRY_BASE: Duration = Duration::from_millis(500);
+/// Longest wait before the standalone GET stream is opened again.
+const GET_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
 pub struct HttpUpstream {
@@ -484,7 +488,7 @@ impl Transport for HttpLink {
 }
 
 async fn get_stream_loop(weak: Weak<HttpLink>) {
-    let mut backoff = Duration::from_millis(500);
+    let mut failures: u32 = 0;
     let mut last_event_id: Option<String> = None;
     loop {
         let Some(link) = weak.upgrade() else { return };
@@ -496,7 +500,7 @@ async fn get_stream_loop(weak: Weak<HttpLink>) {
             Ok(resp) if resp.status() == http::StatusCode::METHOD_NOT_ALLOWED => return,
             Ok(resp) if resp.status() == http::StatusCode::NOT_FOUND => return,
             Ok(resp) if resp.status().is_success() => {
-                backoff = Duration::from_millis(500);
+                failures = 0;
                 let stream = sse::decode_stream(resp.bytes_stream(), link.up.max_message_bytes);
                 drop(link);
                 if let Some(last) = pump_unrelated(&weak, stream).await {
@@ -508,8 +512,8 @@ async fn get_stream_loop(weak: Weak<HttpLink>) {
             }
             Err(e) => tracing::debug!(upstream = %link.up.name, error = %e, "GET stream failed"),
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
+        tokio::time::sleep(crate::backoff::doubling(GET_RETRY_BASE, GET_RETRY_MAX, failures)).await;
+        failures = failures.saturating_add(1);
     }
 }
 

@@ -112,7 +112,7 @@ impl HttpPool {
         }
         h.consecutive_failures += 1;
         if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && h.ejected_until.is_none_or(|t| t <= now) {
-            let period = BASE_EJECTION.checked_mul(1 << h.ejections.min(16)).unwrap_or(MAX_EJECTION).min(MAX_EJECTION);
+            let period = crate::backoff::doubling(BASE_EJECTION, MAX_EJECTION, h.ejections);
             h.ejections += 1;
             h.ejected_until = Some(now + period);
             h.consecutive_failures = 0;

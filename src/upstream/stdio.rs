@@ -260,10 +260,14 @@ impl Transport for StdioLink {
 
 /// Restarts the process whenever it dies, until the link is closed or dropped.
 async fn supervise(weak: Weak<StdioLink>) {
-    let mut delay: Option<Duration> = None;
+    // Restarts in a row that came too soon after the previous one; 0 before the first spawn.
+    let mut quick_restarts: u32 = 0;
     loop {
-        if let Some(d) = delay {
-            let Some(mut closed) = weak.upgrade().map(|l| l.closed_tx.subscribe()) else {
+        if let Some(n) = quick_restarts.checked_sub(1) {
+            let Some((d, mut closed)) = weak
+                .upgrade()
+                .map(|l| (crate::backoff::doubling(l.up.restart_base, l.up.restart_max, n), l.closed_tx.subscribe()))
+            else {
                 return;
             };
             tokio::select! {
@@ -276,21 +280,20 @@ async fn supervise(weak: Weak<StdioLink>) {
             link.set_state(ProcState::Closed);
             return;
         }
-        run_once(&link, &mut delay).await;
+        run_once(&link, &mut quick_restarts).await;
     }
 }
 
-/// Runs one process from spawn to exit; updates the backoff delay.
-async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
+/// Runs one process from spawn to exit; updates the count of quick restarts.
+async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     link.set_state(ProcState::Starting);
     let up = &link.up;
-    let next_delay = |d: &Option<Duration>| Some(d.map_or(up.restart_base, |d| (d * 2).min(up.restart_max)));
     let (mut child, proc) = match spawn(link).await {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
             link.set_state(ProcState::Down(e.to_string()));
-            *delay = next_delay(delay);
+            *quick_restarts = quick_restarts.saturating_add(1);
             return;
         }
     };
@@ -317,7 +320,7 @@ async fn run_once(link: &Arc<StdioLink>, delay: &mut Option<Duration>) {
             crate::telemetry::metrics::upstream_restart(&up.name);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
-            *delay = if started.elapsed() >= HEALTHY_AFTER { Some(up.restart_base) } else { next_delay(delay) };
+            *quick_restarts = if started.elapsed() >= HEALTHY_AFTER { 1 } else { quick_restarts.saturating_add(1) };
         }
     }
 }

@@ -333,8 +333,7 @@ impl Inner {
 /// `break_duration · 2^(opens-1)`, ±20% jitter (so that breakers opened by one outage do
 /// not all probe at once), never longer than `max_break`.
 fn break_length(cfg: &BreakerConfig, opens: u32) -> Duration {
-    let factor = 1u32.checked_shl(opens.saturating_sub(1)).unwrap_or(u32::MAX);
-    let base = cfg.break_duration.saturating_mul(factor).min(cfg.max_break);
+    let base = crate::backoff::doubling(cfg.break_duration, cfg.max_break, opens.saturating_sub(1));
     let jitter: f64 = rand::rng().random_range(0.8..=1.2);
     Duration::try_from_secs_f64(base.as_secs_f64() * jitter).unwrap_or(base).min(cfg.max_break)
 }
