@@ -3,8 +3,8 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use super::handler::{Failure, Handled, ServerState};
 use super::rpc::{RpcError, code, optional_str, params_object, required_str};
-use super::server::{DemoServer, Failure, Handled};
 
 /// The text resource; echoing `touch` notifies its subscribers.
 pub const README_URI: &str = "demo://readme";
@@ -37,7 +37,7 @@ pub fn list_templates() -> Value {
 }
 
 /// `resources/read`.
-pub(crate) fn read_resource(server: &DemoServer, params: &Value) -> Handled {
+pub(crate) fn read_resource(server: &ServerState, params: &Value) -> Handled {
     let params = params_object(params)?;
     let uri = required_str(&params, "uri")?;
     let text = |text: &str| json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]});

@@ -11,6 +11,7 @@
 //! [`http`] the transports, [`record`] the event log and counters.
 
 pub mod catalog;
+pub mod handler;
 pub mod http;
 pub mod record;
 pub mod rpc;
@@ -24,7 +25,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-pub use server::{DemoConfig, DemoServer};
+pub use handler::DemoConfig;
+pub use server::DemoServer;
 
 /// Flags of `seawall demo-upstream`.
 #[derive(Debug, Clone, clap::Args)]

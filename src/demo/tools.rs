@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::handler::{CallContext, Failure, Handled};
 use super::rpc::{self, RpcError, optional_bool, optional_str, optional_u64, params_object, required_str};
-use super::server::{CallContext, Failure, Handled};
 use super::session::LogLevel;
 
 /// Largest `big` payload, in bytes.
@@ -160,10 +160,10 @@ pub(crate) async fn call(ctx: &CallContext, params: &Value) -> Handled {
         Some(Value::Object(args)) => args.clone(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object").into()),
     };
-    ctx.server.record(&ctx.session, json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}));
-    ctx.server.count_call(name);
+    ctx.state.record(&ctx.session, json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}));
+    ctx.state.count_call(name);
 
-    let config = ctx.server.config();
+    let config = ctx.state.config();
     if !config.latency.is_zero() {
         tokio::time::sleep(config.latency).await;
     }
@@ -310,7 +310,7 @@ fn flaky(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
     if !matches!(mode, "error" | "http_503" | "exit") {
         return Err(RpcError::invalid_params(format!("unknown mode: {mode}")).into());
     }
-    match ctx.server.flaky_attempt(key, fail_first, rate) {
+    match ctx.state.flaky_attempt(key, fail_first, rate) {
         Ok(failures) => Ok(text_result(format!("ok after {failures} failures"))),
         Err(()) => match mode {
             "http_503" => Err(Failure::Unavailable),
