@@ -34,8 +34,8 @@ use tower::Service;
 pub use classify::{Outcome, Verdict};
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
-pub use state::{Breaker, BreakerKey, Permit, State};
-pub use transition::{Listener, Reason};
+pub use state::{Breaker, Permit};
+pub use transition::{BreakerKey, Listener, Reason, State};
 
 use admission::Admission;
 
