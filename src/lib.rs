@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod policy;
 pub mod resilience;
 pub mod routing;
+pub mod sanitize;
 pub mod session;
 mod signals;
 pub mod sse;

@@ -4,11 +4,10 @@
 //! and whatever error an upstream sent — to a JSON-RPC error object or, for a `tools/call`
 //! whose tool could not do its job, to a `CallToolResult` with `isError: true`. Raw
 //! upstream detail goes to the log next to a correlation id and never to the client;
-//! everything quoted from a peer passes through [`sanitize`].
+//! everything quoted from a peer passes through [`crate::sanitize`].
 
 mod passthrough;
 pub mod rewrite;
-pub mod sanitize;
 
 pub use rewrite::Rewriter;
 

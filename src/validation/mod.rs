@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 
-use crate::errors::sanitize;
+use crate::sanitize;
 
 /// Most violations reported for one instance; further ones are not computed.
 pub const MAX_VIOLATIONS: usize = 8;
