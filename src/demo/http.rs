@@ -282,5 +282,4 @@ async fn stats(State(state): State<Shared>) -> Response {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 mod tests;

@@ -278,5 +278,4 @@ pub fn wants_stream(msg: &Value) -> bool {
 }
 
 #[cfg(test)]
-#[path = "server_tests.rs"]
 mod tests;
