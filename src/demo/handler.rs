@@ -17,7 +17,7 @@ use super::session::{Outbound, Session};
 
 /// Behaviour knobs, filled from the command line.
 #[derive(Debug, Clone)]
-pub struct DemoConfig {
+pub(crate) struct DemoConfig {
     /// `serverInfo.name`.
     pub name: String,
     /// `instructions` in the initialize result, if any.

@@ -19,14 +19,14 @@ use super::session::{LogLevel, Outbound, Session, Transport};
 use super::tools;
 
 /// Protocol versions the demo server speaks, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// The version offered when the client asks for one we do not speak.
-pub const LATEST_VERSION: &str = "2025-11-25";
+pub(crate) const LATEST_VERSION: &str = "2025-11-25";
 
 /// The final answer to one request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A complete JSON-RPC response message (result or error).
     Reply(Value),
     /// HTTP only: answer the POST with `503 Service Unavailable`, `Retry-After: 0`.
@@ -35,7 +35,7 @@ pub enum Outcome {
 
 /// What became of one accepted message.
 #[derive(Debug)]
-pub enum Accepted {
+pub(crate) enum Accepted {
     /// A request is being handled; await [`PendingReply::outcome`].
     Request(PendingReply),
     /// A notification or a response: nothing to send back.
@@ -46,7 +46,7 @@ pub enum Accepted {
 
 /// A request being answered: either already (`initialize`) or on its own task.
 #[derive(Debug)]
-pub struct PendingReply {
+pub(crate) struct PendingReply {
     id: Value,
     state: ReplyState,
 }
@@ -59,12 +59,12 @@ enum ReplyState {
 
 impl PendingReply {
     /// The request id.
-    pub fn id(&self) -> &Value {
+    pub(crate) fn id(&self) -> &Value {
         &self.id
     }
 
     /// The answer if it is already known (no waiting), else the pending reply back.
-    pub fn ready(self) -> Result<Outcome, Box<Self>> {
+    pub(crate) fn ready(self) -> Result<Outcome, Box<Self>> {
         match self.state {
             ReplyState::Ready(outcome) => Ok(outcome),
             state @ ReplyState::Running(_) => Err(Box::new(Self { id: self.id, state })),
@@ -72,7 +72,7 @@ impl PendingReply {
     }
 
     /// Wait for the answer; `None` if the request was cancelled (send nothing).
-    pub async fn outcome(self) -> Option<Outcome> {
+    pub(crate) async fn outcome(self) -> Option<Outcome> {
         let handle = match self.state {
             ReplyState::Ready(outcome) => return Some(outcome),
             ReplyState::Running(handle) => handle,
@@ -90,23 +90,23 @@ impl PendingReply {
 
 /// The demo MCP server; cheap to clone, shared by all sessions.
 #[derive(Debug, Clone)]
-pub struct DemoServer {
+pub(crate) struct DemoServer {
     state: Arc<ServerState>,
 }
 
 impl DemoServer {
     /// A server with `config`, recording events to `recorder` if given.
-    pub fn new(config: DemoConfig, recorder: Option<Recorder>) -> Self {
+    pub(crate) fn new(config: DemoConfig, recorder: Option<Recorder>) -> Self {
         Self { state: Arc::new(ServerState::new(config, recorder)) }
     }
 
     /// The configuration.
-    pub fn config(&self) -> &DemoConfig {
+    pub(crate) fn config(&self) -> &DemoConfig {
         self.state.config()
     }
 
     /// `{"calls":…, "requests":…, "cancelled":…, "sessions": sessions}`.
-    pub fn stats(&self, sessions: usize) -> Value {
+    pub(crate) fn stats(&self, sessions: usize) -> Value {
         self.state.stats.snapshot(sessions)
     }
 
@@ -116,7 +116,7 @@ impl DemoServer {
 
     /// Take one incoming message. Requests are spawned (must be called inside a
     /// Tokio runtime); `out` receives messages tied to the request.
-    pub fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
+    pub(crate) fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
         match Incoming::classify(msg) {
             Incoming::Request { id, method, params } => {
                 self.record(session, json!({"event": "request", "method": method, "id": id}));
@@ -262,7 +262,7 @@ impl DemoServer {
 
 /// Whether a request should be answered as an SSE stream on HTTP: it asked for
 /// progress, or it is a call that talks to the client while running.
-pub fn wants_stream(msg: &Value) -> bool {
+pub(crate) fn wants_stream(msg: &Value) -> bool {
     let params = msg.get("params");
     let has_progress =
         params.and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).is_some_and(|t| !t.is_null());

@@ -13,7 +13,7 @@ use super::rpc::{self, RpcError, optional_bool, optional_str, optional_u64, para
 use super::session::LogLevel;
 
 /// Largest `big` payload, in bytes.
-pub const MAX_BIG_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_BIG_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Longest `sleep`, in milliseconds (one hour).
 const MAX_SLEEP_MS: u64 = 60 * 60 * 1000;
@@ -25,7 +25,7 @@ const DEFAULT_MAX_TOKENS: u64 = 100;
 const CRASH_EXIT_CODE: i32 = 3;
 
 /// A realistic raw upstream failure, full of things a gateway must not leak.
-pub const LEAKY_FAILURE: &str = "Traceback (most recent call last):
+pub(crate) const LEAKY_FAILURE: &str = "Traceback (most recent call last):
   File \"/srv/app/handlers/tools.py\", line 42, in call
     result = await backend.query(arguments)
   File \"/srv/app/backend/db.py\", line 118, in query
@@ -40,7 +40,7 @@ fn schema(properties: Value, required: &[&str]) -> Value {
 }
 
 /// The definitions of all demo tools, in listing order.
-pub fn definitions() -> Vec<Value> {
+pub(crate) fn definitions() -> Vec<Value> {
     vec![
         json!({
             "name": "echo",
@@ -116,7 +116,7 @@ pub fn definitions() -> Vec<Value> {
 
 /// `tools/list`, paginated by `page_size` (0 = one page). The cursor is the
 /// decimal offset of the next tool; anything else is -32602.
-pub fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
+pub(crate) fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
     let params = params_object(params)?;
     let tools = definitions();
     let start = match optional_str(&params, "cursor")? {
@@ -142,12 +142,12 @@ pub fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
 }
 
 /// A successful result with one text content.
-pub fn text_result(text: impl Into<String>) -> Value {
+pub(crate) fn text_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}]})
 }
 
 /// An `isError: true` result with one text content.
-pub fn error_result(text: impl Into<String>) -> Value {
+pub(crate) fn error_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
 }
 
@@ -263,7 +263,7 @@ async fn sleep(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
 }
 
 /// The URL `fail` in mode `elicit` asks the client to open (MCP URL elicitation).
-pub const ELICITATION_URL: &str = "https://auth.example.com/connect?elicitation=demo-1";
+pub(crate) const ELICITATION_URL: &str = "https://auth.example.com/connect?elicitation=demo-1";
 
 /// A -32042 "URL elicitation required" error whose message and `data` carry, beside
 /// the one URL elicitation the client needs, everything a careless upstream adds.

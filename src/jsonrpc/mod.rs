@@ -13,7 +13,7 @@ pub use id::Id;
 use id::null_raw;
 
 /// Standard JSON-RPC and MCP error codes the gateway itself emits.
-pub mod code {
+pub(crate) mod code {
     /// Invalid JSON was received.
     pub const PARSE_ERROR: i64 = -32700;
     /// The JSON sent is not a valid request object.
@@ -247,17 +247,17 @@ struct OutError<'a> {
 }
 
 /// Encodes a request.
-pub fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
+pub(crate) fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
     to_json(&OutRequest { jsonrpc: "2.0", id, method, params })
 }
 
 /// Encodes a notification.
-pub fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
+pub(crate) fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
     to_json(&OutNotification { jsonrpc: "2.0", method, params })
 }
 
 /// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
-pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
+pub(crate) fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
     match (body, id) {
         (Ok(result), Some(id)) => to_json(&OutResult { jsonrpc: "2.0", id, result }),
         (Ok(result), None) => to_json(&OutError { jsonrpc: "2.0", id: None, error: result }),
@@ -266,7 +266,7 @@ pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> S
 }
 
 /// Encodes a response from an owned result-or-error.
-pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>) -> String {
+pub(crate) fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>) -> String {
     match body {
         Ok(result) => encode_response(id, Ok(result)),
         Err(error) => encode_response(id, Err(error)),
@@ -274,13 +274,13 @@ pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>
 }
 
 /// Encodes an error response built by the gateway.
-pub fn encode_error(id: Option<&Id>, code: i64, message: &str, data: Option<serde_json::Value>) -> String {
+pub(crate) fn encode_error(id: Option<&Id>, code: i64, message: &str, data: Option<serde_json::Value>) -> String {
     let error = error_object(code, message, data);
     encode_response(id, Err(&error))
 }
 
 /// Builds a raw JSON-RPC error object.
-pub fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
+pub(crate) fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
     let mut obj = serde_json::Map::new();
     obj.insert("code".into(), code.into());
     obj.insert("message".into(), message.into());
@@ -300,7 +300,7 @@ pub fn encode(msg: &Message) -> String {
 }
 
 /// Serialises a value the gateway built; these types cannot fail to serialise.
-pub fn to_json<T: Serialize>(value: &T) -> String {
+pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| {
         tracing::error!(error = %e, "serialisation of a gateway-built message failed");
         String::from("null")
@@ -308,17 +308,18 @@ pub fn to_json<T: Serialize>(value: &T) -> String {
 }
 
 /// Serialises a value into a raw JSON value.
-pub fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
+pub(crate) fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
     RawValue::from_string(to_json(value)).unwrap_or_else(|_| null_raw())
 }
 
 /// Parses a raw value into a typed view; `None` when it does not fit.
-pub fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+pub(crate) fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
-/// Parses raw JSON text into a `RawValue`, rejecting invalid JSON.
-pub fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
+/// Parses raw JSON text into a `RawValue`, rejecting invalid JSON (for tests).
+#[cfg(test)]
+pub(crate) fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
     let raw: &RawValue = serde_json::from_str(text)?;
     Ok(raw.to_owned())
 }

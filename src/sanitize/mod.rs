@@ -23,7 +23,7 @@
 //! Steps 2–5 are [`scrub`], which long texts use on their own. Redaction comes before
 //! escaping and capping, so a secret is never half cut and left recognisable.
 //!
-//! [`quote`] runs steps 6 and 7 alone, for the few texts that must stay as written.
+//! `quote` runs steps 6 and 7 alone, for the few texts that must stay as written.
 //!
 //! Every scanner is a hand-written single pass over bytes — no regular expressions, no
 //! backtracking — so the cost is linear in the (bounded) input. The scanners read an
@@ -110,7 +110,7 @@ pub fn text(text: &str) -> String {
 /// back as written: a URI it sent itself, or a URL an upstream asks it to open. Bytes
 /// outside printable ASCII become `\xNN`; past `cap` bytes the text is cut and ends in
 /// `...` (never inside an escape).
-pub fn quote(text: &str, cap: usize) -> String {
+pub(crate) fn quote(text: &str, cap: usize) -> String {
     let full: usize = text.bytes().map(escaped_len).sum();
     if full <= cap {
         return escape_within(text, full);
@@ -143,7 +143,7 @@ fn pass(text: &str, cap: usize) -> String {
 /// The result is bounded: containers nested deeper than 8 levels become `"[truncated]"`,
 /// at most 64 entries are kept per container and about 4 KiB in total; what is dropped is
 /// counted in a trailing `"[N more]"` entry (under the key `"..."` in objects).
-pub fn sanitize_json(value: &Value, cap: usize) -> Value {
+pub(crate) fn sanitize_json(value: &Value, cap: usize) -> Value {
     let mut budget = json::JSON_BUDGET;
     json::json_value(value, cap, 0, &mut budget)
 }

@@ -33,7 +33,7 @@ pub struct UpstreamSettings {
 }
 
 /// Methods that are safe to send twice.
-pub const IDEMPOTENT_METHODS: &[&str] = &[
+pub(crate) const IDEMPOTENT_METHODS: &[&str] = &[
     method::PING,
     method::TOOLS_LIST,
     method::PROMPTS_LIST,
@@ -47,7 +47,7 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
 
 impl UpstreamSettings {
     /// Whether a request may be sent again after a failure that may have reached the upstream.
-    pub fn is_idempotent(&self, method: &str, tool: Option<&str>) -> bool {
+    pub(crate) fn is_idempotent(&self, method: &str, tool: Option<&str>) -> bool {
         if IDEMPOTENT_METHODS.contains(&method) || method.ends_with("/list") {
             return true;
         }
@@ -62,7 +62,7 @@ impl UpstreamSettings {
     }
 
     /// The overall deadline for a request (for `tools/call`, when no progress arrives).
-    pub fn timeout(&self, method: &str, tool: Option<&str>) -> Duration {
+    pub(crate) fn timeout(&self, method: &str, tool: Option<&str>) -> Duration {
         if method != method::TOOLS_CALL {
             return self.timeouts.request;
         }
@@ -129,7 +129,7 @@ struct AnnotationsView {
 
 impl ToolCatalog {
     /// Learns from one page of a `tools/list` result.
-    pub fn learn(&self, result: &RawValue) {
+    pub(crate) fn learn(&self, result: &RawValue) {
         let Ok(list) = serde_json::from_str::<ListView>(result.get()) else { return };
         let mut tools = self.tools.write();
         for t in list.tools {
@@ -153,7 +153,7 @@ impl ToolCatalog {
 
     /// Claims the right to list the upstream's tools now; `false` if that happened less
     /// than the refresh interval ago.
-    pub fn begin_refresh(&self) -> bool {
+    pub(crate) fn begin_refresh(&self) -> bool {
         let mut last = self.refreshed.lock();
         let now = tokio::time::Instant::now();
         if last.is_some_and(|t| now.duration_since(t) < REFRESH_INTERVAL) {
@@ -164,7 +164,7 @@ impl ToolCatalog {
     }
 
     /// A tool, if listed.
-    pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
         self.tools.read().get(name).cloned()
     }
 }

@@ -22,7 +22,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
-pub struct HttpUpstream {
+pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
     client: reqwest::Client,
@@ -33,7 +33,7 @@ pub struct HttpUpstream {
 
 impl HttpUpstream {
     /// Builds the upstream and its pooled client.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         url: &str,
         headers: &std::collections::BTreeMap<String, String>,
@@ -64,7 +64,7 @@ struct SessionState {
 }
 
 /// One MCP session with a Streamable HTTP upstream.
-pub struct HttpLink {
+pub(crate) struct HttpLink {
     me: Weak<HttpLink>,
     up: Arc<HttpUpstream>,
     pub(crate) shared: LinkShared,
@@ -92,7 +92,10 @@ enum Outcome {
 
 impl HttpLink {
     /// Opens a session: initialize handshake, then the standalone GET stream.
-    pub async fn connect(up: Arc<HttpUpstream>, init_params: InitParams) -> Result<Arc<HttpLink>, UpstreamError> {
+    pub(crate) async fn connect(
+        up: Arc<HttpUpstream>,
+        init_params: InitParams,
+    ) -> Result<Arc<HttpLink>, UpstreamError> {
         let link = Arc::new_cyclic(|me| HttpLink {
             me: me.clone(),
             up,
@@ -110,7 +113,7 @@ impl HttpLink {
     }
 
     /// The upstream's initialize result.
-    pub fn init_result(&self) -> Option<Arc<InitResult>> {
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
         self.state.lock().init.clone()
     }
 
@@ -155,7 +158,7 @@ impl HttpLink {
     }
 
     /// Opens the standalone GET stream, once: called when the client opens its own.
-    pub fn want_get_stream(self: &Arc<Self>) {
+    pub(crate) fn want_get_stream(self: &Arc<Self>) {
         if !self.get_wanted.swap(true, Ordering::SeqCst) && self.ready.load(Ordering::SeqCst) {
             self.start_get_stream();
         }
@@ -172,7 +175,7 @@ impl HttpLink {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+    pub(crate) async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let mut reinitialised = false;
         loop {
@@ -212,13 +215,13 @@ impl HttpLink {
     }
 
     /// Sends a notification.
-    pub async fn notify(self: &Arc<Self>, n: Notification) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(self: &Arc<Self>, n: Notification) -> Result<(), UpstreamError> {
         let body = jsonrpc::encode_notification(&n.method, n.params.as_deref());
         self.send_one_way(body).await
     }
 
     /// Answers a server-initiated request.
-    pub async fn respond(self: &Arc<Self>, id: Id, body: Reply) -> Result<(), UpstreamError> {
+    pub(crate) async fn respond(self: &Arc<Self>, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let body = jsonrpc::encode_reply(Some(&id), &body);
         self.send_one_way(body).await
     }
@@ -237,7 +240,7 @@ impl HttpLink {
     }
 
     /// Ends the upstream session and stops the GET stream.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }

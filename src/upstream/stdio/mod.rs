@@ -93,7 +93,11 @@ pub struct StdioLink {
 
 impl StdioLink {
     /// Starts the supervisor; the process starts and restarts in the background.
-    pub fn spawn(up: Arc<StdioUpstream>, init_params: InitParams, offers_client_features: bool) -> Arc<StdioLink> {
+    pub(crate) fn spawn(
+        up: Arc<StdioUpstream>,
+        init_params: InitParams,
+        offers_client_features: bool,
+    ) -> Arc<StdioLink> {
         let link = Arc::new(StdioLink {
             up,
             shared: LinkShared::default(),
@@ -111,7 +115,7 @@ impl StdioLink {
 
     /// Starts the supervisor and waits for the first successful handshake (up to the
     /// connect timeout); on failure the process is stopped again.
-    pub async fn start(
+    pub(crate) async fn start(
         up: Arc<StdioUpstream>,
         init_params: InitParams,
         offers_client_features: bool,
@@ -127,18 +131,18 @@ impl StdioLink {
     }
 
     /// Keeps a slot of the upstream's process budget until the link is closed.
-    pub fn hold(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+    pub(crate) fn hold(&self, permit: tokio::sync::OwnedSemaphorePermit) {
         *self.permit.lock() = Some(permit);
     }
 
     /// Waits until the process is running and initialised (up to the connect timeout).
-    pub async fn wait_ready(&self) -> Result<(), UpstreamError> {
+    pub(crate) async fn wait_ready(&self) -> Result<(), UpstreamError> {
         self.ready(self.up.connect_timeout).await.map(|_| ())
     }
 
     /// The initialize result of the running process, or while it is being restarted, of
     /// the last one: what the upstream serves does not go away with a crash.
-    pub fn init_result(&self) -> Option<Arc<InitResult>> {
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
         if let ProcState::Ready(p) = &*self.state.borrow() {
             return Some(Arc::clone(&p.init));
         }
@@ -146,7 +150,7 @@ impl StdioLink {
     }
 
     /// Whether the process is running and initialised now.
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         matches!(&*self.state.borrow(), ProcState::Ready(_))
     }
 
@@ -178,7 +182,7 @@ impl StdioLink {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+    pub(crate) async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
         let wait = call.attempt_deadline.unwrap_or_else(|| call.clock.deadline());
         let proc = self.ready(wait.saturating_duration_since(tokio::time::Instant::now())).await?;
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
@@ -197,21 +201,21 @@ impl StdioLink {
     }
 
     /// Sends a notification.
-    pub async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
         let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_notification(&n.method, n.params.as_deref());
         proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
 
     /// Answers a server-initiated request.
-    pub async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
+    pub(crate) async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_reply(Some(&id), &body);
         proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
     }
 
     /// Stops the process (close stdin, SIGTERM, SIGKILL) and the supervisor.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);
         self.closed_tx.send_replace(true);
         let mut rx = self.state.subscribe();
