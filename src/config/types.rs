@@ -144,10 +144,10 @@ impl Default for LimitsConfig {
 pub struct SecurityConfig {
     /// Extra accepted `Origin` values: full origins like `https://app.example.com`, or
     /// `*`. Without an entry an Origin is accepted only if its host is the Host the client
-    /// reached, or localhost/127.0.0.1/[::1] when listening on loopback. Default `[]`.
+    /// reached, or `localhost`/`127.0.0.1`/`[::1]` when listening on loopback. Default `[]`.
     pub allowed_origins: Vec<String>,
     /// Accepted `Host` values: host names, optionally with `:port`. When empty and
-    /// `listen` is loopback, only localhost/127.0.0.1/[::1] (any port) are accepted;
+    /// `listen` is loopback, only `localhost`/`127.0.0.1`/`[::1]` (any port) are accepted;
     /// otherwise any host. Default `[]`.
     pub allowed_hosts: Vec<String>,
 }
