@@ -7,6 +7,7 @@
 //! failures typed by whether the upstream may have seen the request. Dropping a call's
 //! future cancels it upstream.
 
+mod cancel;
 pub(crate) mod http;
 pub(crate) mod pool;
 pub(crate) mod registry;

@@ -13,6 +13,7 @@ use tokio::task::AbortHandle;
 use parking_lot::Mutex;
 
 use super::LinkShared;
+use super::cancel::CancelGuard;
 use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
@@ -182,7 +183,12 @@ impl HttpLink {
             let state = self.snapshot();
             let id = fresh_id();
             let body = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
-            let mut guard = CancelGuard { link: Arc::downgrade(self), id: id.clone(), armed: true };
+            let (link, sent) = (Arc::downgrade(self), id.clone());
+            let mut guard = CancelGuard::new(move |abandoned| {
+                if abandoned {
+                    send_cancel(&link, sent);
+                }
+            });
             let outcome = async {
                 let resp = self.post(body, &state).await?;
                 self.read_answer(resp, &id, Some(&call.events), &state).await
@@ -190,24 +196,26 @@ impl HttpLink {
             .await;
             match outcome {
                 Ok(Outcome::Reply(reply)) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Ok(reply);
                 }
                 Ok(Outcome::SessionExpired) if !reinitialised => {
-                    guard.armed = false;
+                    guard.disarm();
                     reinitialised = true;
                     self.reinitialize(state.generation).await?;
                 }
                 Ok(Outcome::SessionExpired) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Err(UpstreamError::SessionLost("the upstream rejected a fresh session".into()));
                 }
                 Ok(Outcome::Accepted) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Err(UpstreamError::Protocol("the upstream accepted a request without answering it".into()));
                 }
                 Err(e) => {
-                    guard.armed = e.may_have_reached();
+                    if !e.may_have_reached() {
+                        guard.disarm();
+                    }
                     return Err(e);
                 }
             }
@@ -344,31 +352,19 @@ impl Transport for HttpLink {
     }
 }
 
-/// Sends `notifications/cancelled` upstream when a call is abandoned before its answer.
-struct CancelGuard {
-    link: Weak<HttpLink>,
-    id: Id,
-    armed: bool,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Some(link) = self.link.upgrade() else {
-            return;
-        };
-        let id = self.id.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let params = meta::cancelled_params(&id, "cancelled by the gateway");
-                let n = Notification { method: method::CANCELLED.into(), params: Some(params) };
-                if let Err(e) = link.notify(n).await {
-                    tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
-                }
-            });
-        }
+/// Sends `notifications/cancelled` upstream for a call abandoned before its answer.
+fn send_cancel(link: &Weak<HttpLink>, id: Id) {
+    let Some(link) = link.upgrade() else {
+        return;
+    };
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let params = meta::cancelled_params(&id, "cancelled by the gateway");
+            let n = Notification { method: method::CANCELLED.into(), params: Some(params) };
+            if let Err(e) = link.notify(n).await {
+                tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
+            }
+        });
     }
 }
 

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use parking_lot::Mutex;
 
 use super::LinkShared;
+use super::cancel::CancelGuard;
 use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
@@ -194,9 +195,10 @@ impl StdioLink {
             proc.pending.lock().remove(&id);
             return Err(UpstreamError::NotRunning("the upstream process is exiting".into()));
         }
-        let mut guard = CancelGuard { proc: Arc::downgrade(&proc), id, armed: true };
+        let weak = Arc::downgrade(&proc);
+        let mut guard = CancelGuard::new(move |abandoned| end_call(&weak, &id, abandoned));
         let reply = rx.await.map_err(|_| UpstreamError::ProcessExited);
-        guard.armed = false;
+        guard.disarm();
         reply
     }
 
@@ -259,25 +261,18 @@ impl Transport for StdioLink {
     }
 }
 
-/// Sends `notifications/cancelled` when a call is abandoned before its answer.
-struct CancelGuard {
-    proc: Weak<Proc>,
-    id: Id,
-    armed: bool,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        let Some(proc) = self.proc.upgrade() else {
-            return;
-        };
-        proc.pending.lock().remove(&self.id);
-        if self.armed {
-            let params = meta::cancelled_params(&self.id, "cancelled by the gateway");
-            let line = jsonrpc::encode_notification(method::CANCELLED, Some(&params));
-            if proc.stdin.try_send(line).is_err() {
-                tracing::debug!("could not deliver a cancellation: stdin is busy or closed");
-            }
+/// Forgets a call that is over; sends `notifications/cancelled` for one abandoned
+/// before its answer.
+fn end_call(proc: &Weak<Proc>, id: &Id, abandoned: bool) {
+    let Some(proc) = proc.upgrade() else {
+        return;
+    };
+    proc.pending.lock().remove(id);
+    if abandoned {
+        let params = meta::cancelled_params(id, "cancelled by the gateway");
+        let line = jsonrpc::encode_notification(method::CANCELLED, Some(&params));
+        if proc.stdin.try_send(line).is_err() {
+            tracing::debug!("could not deliver a cancellation: stdin is busy or closed");
         }
     }
 }
