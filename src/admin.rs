@@ -15,7 +15,7 @@ use crate::gateway::Gateway;
 use crate::upstream::registry::Connector;
 
 /// The admin routes.
-pub fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
+pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
     let metrics_route = get(move || {
         let metrics = metrics.clone();
         async move {

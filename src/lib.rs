@@ -8,6 +8,7 @@
 
 pub(crate) mod admin;
 pub mod app;
+mod backoff;
 pub(crate) mod call;
 pub(crate) mod catalog;
 pub(crate) mod client;
@@ -21,6 +22,7 @@ pub(crate) mod mcp;
 pub(crate) mod policy;
 pub(crate) mod resilience;
 pub(crate) mod routing;
+pub mod sanitize;
 pub(crate) mod session;
 mod signals;
 pub mod sse;

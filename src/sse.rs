@@ -142,7 +142,7 @@ where
 }
 
 /// Encodes one `message` event for a client, with an optional id.
-pub fn encode_message(data: &str, id: Option<&str>) -> Bytes {
+pub(crate) fn encode_message(data: &str, id: Option<&str>) -> Bytes {
     let mut out = String::with_capacity(data.len() + 32);
     if let Some(id) = id {
         out.push_str("id: ");

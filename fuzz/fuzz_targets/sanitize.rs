@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use seawall::errors::sanitize::{self, IDENT_CAP, TEXT_CAP};
+use seawall::sanitize::{self, IDENT_CAP, TEXT_CAP};
 
 fn check(out: &str, cap: usize, input: &str) {
     assert!(out.len() <= cap, "{} > {cap} for {input:?}", out.len());

@@ -18,6 +18,7 @@ mod expand;
 mod locate;
 mod resilience;
 mod types;
+mod upstream;
 mod validate;
 
 #[cfg(test)]
@@ -30,10 +31,8 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
-pub use types::{
-    Config, Defaults, LimitsConfig, RestartConfig, SecurityConfig, SessionConfig, StdioShare, TimeoutOverrides,
-    Timeouts, UpstreamConfig, UpstreamKind,
-};
+pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
+pub use upstream::{Defaults, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind};
 
 use validate::Problem;
 

@@ -3,14 +3,14 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use super::handler::{Failure, Handled, ServerState};
 use super::rpc::{RpcError, code, optional_str, params_object, required_str};
-use super::server::{DemoServer, Failure, Handled};
 
 /// The text resource; echoing `touch` notifies its subscribers.
-pub const README_URI: &str = "demo://readme";
+pub(crate) const README_URI: &str = "demo://readme";
 
 /// The binary resource.
-pub const BINARY_URI: &str = "demo://binary";
+pub(crate) const BINARY_URI: &str = "demo://binary";
 
 const README_TEXT: &str = "seawall demo upstream: a built-in MCP server for exercising the gateway.\n";
 const BINARY_BYTES: &[u8] = &[0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03];
@@ -21,7 +21,7 @@ const NAMES: &[&str] = &["alice", "albert", "bob", "carol"];
 const ECHO_WORDS: &[&str] = &["hello", "help"];
 
 /// `resources/list`.
-pub fn list_resources() -> Value {
+pub(crate) fn list_resources() -> Value {
     json!({"resources": [
         {"uri": README_URI, "name": "readme", "description": "A short text", "mimeType": "text/plain"},
         {"uri": BINARY_URI, "name": "binary", "description": "A few bytes", "mimeType": "application/octet-stream"},
@@ -29,7 +29,7 @@ pub fn list_resources() -> Value {
 }
 
 /// `resources/templates/list`.
-pub fn list_templates() -> Value {
+pub(crate) fn list_templates() -> Value {
     json!({"resourceTemplates": [
         {"uriTemplate": ECHO_TEMPLATE, "name": "echo", "description": "Reads back the (percent-decoded) text", "mimeType": "text/plain"},
         {"uriTemplate": "demo://flaky/{key}/{n}", "name": "flaky", "description": "Fails the first n reads per key, then reads `ok`", "mimeType": "text/plain"},
@@ -37,7 +37,7 @@ pub fn list_templates() -> Value {
 }
 
 /// `resources/read`.
-pub(crate) fn read_resource(server: &DemoServer, params: &Value) -> Handled {
+pub(crate) fn read_resource(server: &ServerState, params: &Value) -> Handled {
     let params = params_object(params)?;
     let uri = required_str(&params, "uri")?;
     let text = |text: &str| json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]});
@@ -66,7 +66,7 @@ pub(crate) fn read_resource(server: &DemoServer, params: &Value) -> Handled {
 }
 
 /// Decode `%XX` escapes; malformed escapes stay as they are, invalid UTF-8 is replaced.
-pub fn percent_decode(input: &str) -> String {
+pub(crate) fn percent_decode(input: &str) -> String {
     let bytes = input.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -91,7 +91,7 @@ pub fn percent_decode(input: &str) -> String {
 }
 
 /// `prompts/list`.
-pub fn list_prompts() -> Value {
+pub(crate) fn list_prompts() -> Value {
     json!({"prompts": [{
         "name": "greet",
         "description": "Ask the model to greet someone",
@@ -100,7 +100,7 @@ pub fn list_prompts() -> Value {
 }
 
 /// `prompts/get`.
-pub fn get_prompt(params: &Value) -> Result<Value, RpcError> {
+pub(crate) fn get_prompt(params: &Value) -> Result<Value, RpcError> {
     let params = params_object(params)?;
     let name = required_str(&params, "name")?;
     if name != "greet" {
@@ -118,7 +118,7 @@ pub fn get_prompt(params: &Value) -> Result<Value, RpcError> {
 }
 
 /// `completion/complete` for the `greet` prompt and the echo template.
-pub fn complete(params: &Value) -> Result<Value, RpcError> {
+pub(crate) fn complete(params: &Value) -> Result<Value, RpcError> {
     let params = params_object(params)?;
     let reference =
         params.get("ref").and_then(Value::as_object).ok_or_else(|| RpcError::invalid_params("missing `ref`"))?;

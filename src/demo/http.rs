@@ -30,13 +30,13 @@ use super::server::{Accepted, DemoServer, Outcome, PendingReply, wants_stream};
 use super::session::{Outbound, Session, Transport};
 
 /// The session header, as sent and expected.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Largest accepted POST body, in bytes.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Bind `addr`, print `listening on http://IP:PORT/mcp` on stdout, serve forever.
-pub async fn serve(server: DemoServer, addr: &str) -> anyhow::Result<()> {
+pub(crate) async fn serve(server: DemoServer, addr: &str) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     {
@@ -59,7 +59,7 @@ fn shown_addr(local: SocketAddr) -> SocketAddr {
 }
 
 /// The demo server's routes, ready to serve.
-pub fn router(server: DemoServer) -> Router {
+pub(crate) fn router(server: DemoServer) -> Router {
     let state = Arc::new(HttpState { server, sessions: Mutex::new(HashMap::new()) });
     Router::new()
         .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
@@ -288,5 +288,4 @@ async fn stats(State(state): State<Shared>) -> Response {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 mod tests;

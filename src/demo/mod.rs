@@ -6,25 +6,27 @@
 //! server-to-client requests (sampling, roots). With `--record FILE` it appends
 //! one JSON line per event so tests can count what reached the upstream.
 //!
-//! Layout: [`server`] holds the transport-independent MCP logic, [`tools`] and
-//! [`catalog`] what it offers, [`session`] per-client state, [`stdio`] and
-//! [`http`] the transports, [`record`] the event log and counters.
+//! Layout: `server` holds the transport-independent MCP logic, `tools` and
+//! `catalog` what it offers, `session` per-client state, `stdio` and
+//! `http` the transports, `record` the event log and counters.
 
-pub mod catalog;
-pub mod http;
-pub mod record;
-pub mod rpc;
-pub mod server;
-pub mod session;
-pub mod stdio;
-pub mod tools;
+pub(crate) mod catalog;
+pub(crate) mod handler;
+pub(crate) mod http;
+pub(crate) mod record;
+pub(crate) mod rpc;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod stdio;
+pub(crate) mod tools;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-pub use server::{DemoConfig, DemoServer};
+pub(crate) use handler::DemoConfig;
+pub(crate) use server::DemoServer;
 
 /// Flags of `seawall demo-upstream`.
 #[derive(Debug, Clone, clap::Args)]

@@ -12,20 +12,20 @@ use serde_json::{Value, json};
 
 /// Appends one JSON line per event to the `--record` file.
 #[derive(Debug)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     file: Mutex<File>,
 }
 
 impl Recorder {
     /// Open (creating if needed) `path` for appending.
-    pub fn open(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Self { file: Mutex::new(file) })
     }
 
     /// Append `event` as one line and flush. Write errors are logged, never fatal:
     /// the record is a test aid, not part of the protocol.
-    pub fn write(&self, event: &Value) {
+    pub(crate) fn write(&self, event: &Value) {
         let mut line = event.to_string();
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|poison| poison.into_inner());
@@ -37,7 +37,7 @@ impl Recorder {
 
 /// Counters served by `GET /admin/stats`.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     inner: Mutex<Counts>,
 }
 
@@ -55,22 +55,22 @@ impl Stats {
     }
 
     /// Count one request for `method`.
-    pub fn request(&self, method: &str) {
+    pub(crate) fn request(&self, method: &str) {
         self.with(|c| *c.requests.entry(method.to_owned()).or_default() += 1);
     }
 
     /// Count one `tools/call` of `tool`.
-    pub fn call(&self, tool: &str) {
+    pub(crate) fn call(&self, tool: &str) {
         self.with(|c| *c.calls.entry(tool.to_owned()).or_default() += 1);
     }
 
     /// Count one `notifications/cancelled`.
-    pub fn cancelled(&self) {
+    pub(crate) fn cancelled(&self) {
         self.with(|c| c.cancelled += 1);
     }
 
     /// `{"calls": {tool: n}, "requests": {method: n}, "cancelled": n, "sessions": n}`.
-    pub fn snapshot(&self, sessions: usize) -> Value {
+    pub(crate) fn snapshot(&self, sessions: usize) -> Value {
         self.with(|c| {
             json!({
                 "calls": c.calls,

@@ -5,18 +5,18 @@ use serde_json::{Map, Value, json};
 
 /// JSON-RPC and MCP error codes the demo server answers with: the gateway's own table,
 /// plus one of the demo's HTTP transport.
-pub mod code {
-    pub use crate::jsonrpc::code::{
+pub(crate) mod code {
+    pub(crate) use crate::jsonrpc::code::{
         INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND,
         URL_ELICITATION_REQUIRED,
     };
     /// HTTP transport: the `Mcp-Session-Id` names no live session.
-    pub const SESSION_NOT_FOUND: i64 = -32001;
+    pub(crate) const SESSION_NOT_FOUND: i64 = -32001;
 }
 
 /// A JSON-RPC error object (`code`, `message`, optional `data`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     /// Numeric error code (see [`code`]).
     pub code: i64,
     /// Human-readable message.
@@ -27,28 +27,28 @@ pub struct RpcError {
 
 impl RpcError {
     /// An error without `data`.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), data: None }
     }
 
     /// Attach `data` to the error.
-    pub fn with_data(mut self, data: Value) -> Self {
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
 
     /// -32602 with the given message.
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(code::INVALID_PARAMS, message)
     }
 
     /// -32603 with the given message.
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(code::INTERNAL_ERROR, message)
     }
 
     /// The error object as JSON.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("code".into(), json!(self.code));
         obj.insert("message".into(), json!(self.message));
@@ -59,34 +59,34 @@ impl RpcError {
     }
 
     /// A complete error response for request `id`.
-    pub fn response(&self, id: &Value) -> Value {
+    pub(crate) fn response(&self, id: &Value) -> Value {
         json!({"jsonrpc": "2.0", "id": id, "error": self.to_json()})
     }
 }
 
 /// A successful response for request `id`.
-pub fn result_response(id: &Value, result: Value) -> Value {
+pub(crate) fn result_response(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
 /// A request message (used for server-to-client requests).
-pub fn request(id: &Value, method: &str, params: Value) -> Value {
+pub(crate) fn request(id: &Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A notification message.
-pub fn notification(method: &str, params: Value) -> Value {
+pub(crate) fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
 /// The response to a line or body that was not JSON.
-pub fn parse_error(detail: impl std::fmt::Display) -> Value {
+pub(crate) fn parse_error(detail: impl std::fmt::Display) -> Value {
     RpcError::new(code::PARSE_ERROR, format!("Parse error: {detail}")).response(&Value::Null)
 }
 
 /// One incoming JSON-RPC message, classified.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A request: it has a method and a non-null id and expects a response.
     Request {
         /// The id, echoed verbatim in the response.
@@ -116,7 +116,7 @@ pub enum Incoming {
 
 impl Incoming {
     /// Classify a parsed JSON value.
-    pub fn classify(msg: Value) -> Self {
+    pub(crate) fn classify(msg: Value) -> Self {
         let Value::Object(mut obj) = msg else {
             return Self::invalid(Value::Null, "message must be a JSON object");
         };
@@ -162,12 +162,12 @@ fn sanitize_id(id: Value) -> Value {
 }
 
 /// A map key for an id, so `1` and `"1"` stay distinct.
-pub fn id_key(id: &Value) -> String {
+pub(crate) fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
 /// `params` as an object; absent params count as an empty object.
-pub fn params_object(params: &Value) -> Result<Map<String, Value>, RpcError> {
+pub(crate) fn params_object(params: &Value) -> Result<Map<String, Value>, RpcError> {
     match params {
         Value::Null => Ok(Map::new()),
         Value::Object(map) => Ok(map.clone()),
@@ -176,14 +176,14 @@ pub fn params_object(params: &Value) -> Result<Map<String, Value>, RpcError> {
 }
 
 /// A required string field.
-pub fn required_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, RpcError> {
+pub(crate) fn required_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, RpcError> {
     obj.get(field)
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params(format!("missing or non-string `{field}`")))
 }
 
 /// An optional string field; present but not a string is an error.
-pub fn optional_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, RpcError> {
+pub(crate) fn optional_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, RpcError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -192,7 +192,7 @@ pub fn optional_str<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<Opti
 }
 
 /// An optional non-negative integer field.
-pub fn optional_u64(obj: &Map<String, Value>, field: &str) -> Result<Option<u64>, RpcError> {
+pub(crate) fn optional_u64(obj: &Map<String, Value>, field: &str) -> Result<Option<u64>, RpcError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -203,7 +203,7 @@ pub fn optional_u64(obj: &Map<String, Value>, field: &str) -> Result<Option<u64>
 }
 
 /// An optional boolean field.
-pub fn optional_bool(obj: &Map<String, Value>, field: &str) -> Result<Option<bool>, RpcError> {
+pub(crate) fn optional_bool(obj: &Map<String, Value>, field: &str) -> Result<Option<bool>, RpcError> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),

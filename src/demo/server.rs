@@ -6,79 +6,27 @@
 //! blocks an `echo`, and `notifications/cancelled` can abort them: a cancelled
 //! request yields no response at all.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::catalog;
-use super::record::{Recorder, Stats};
+use super::handler::{CallContext, DemoConfig, Failure, Handled, ServerState};
+use super::record::Recorder;
 use super::rpc::{self, Incoming, RpcError, code, params_object, required_str};
 use super::session::{LogLevel, Outbound, Session, Transport};
 use super::tools;
 
 /// Protocol versions the demo server speaks, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// The version offered when the client asks for one we do not speak.
-pub const LATEST_VERSION: &str = "2025-11-25";
-
-/// Behaviour knobs, filled from the command line.
-#[derive(Debug, Clone)]
-pub struct DemoConfig {
-    /// `serverInfo.name`.
-    pub name: String,
-    /// `instructions` in the initialize result, if any.
-    pub instructions: Option<String>,
-    /// Delay added before every `tools/call` answer.
-    pub latency: Duration,
-    /// Delay added before every `resources/read` answer.
-    pub read_latency: Duration,
-    /// HTTP only: the `Retry-After` (seconds) of 503 answers.
-    pub retry_after_secs: u64,
-    /// Fraction (0..=1) of `tools/call` requests failed with -32603.
-    pub error_rate: f64,
-    /// Tools per `tools/list` page; 0 disables pagination.
-    pub page_size: usize,
-}
-
-impl Default for DemoConfig {
-    fn default() -> Self {
-        Self {
-            name: "seawall-demo".to_owned(),
-            instructions: None,
-            latency: Duration::ZERO,
-            read_latency: Duration::ZERO,
-            retry_after_secs: 0,
-            error_rate: 0.0,
-            page_size: 0,
-        }
-    }
-}
-
-/// How a handler can fail.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Answer with this JSON-RPC error.
-    Rpc(RpcError),
-    /// A transient fault: HTTP answers the whole POST with 503, stdio with -32603.
-    Unavailable,
-}
-
-impl From<RpcError> for Failure {
-    fn from(err: RpcError) -> Self {
-        Self::Rpc(err)
-    }
-}
-
-/// What a handler returns: a JSON-RPC `result` or a failure.
-pub(crate) type Handled = Result<Value, Failure>;
+pub(crate) const LATEST_VERSION: &str = "2025-11-25";
 
 /// The final answer to one request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A complete JSON-RPC response message (result or error).
     Reply(Value),
     /// HTTP only: answer the POST with `503 Service Unavailable` and `Retry-After`
@@ -88,7 +36,7 @@ pub enum Outcome {
 
 /// What became of one accepted message.
 #[derive(Debug)]
-pub enum Accepted {
+pub(crate) enum Accepted {
     /// A request is being handled; await [`PendingReply::outcome`].
     Request(PendingReply),
     /// A notification or a response: nothing to send back.
@@ -99,7 +47,7 @@ pub enum Accepted {
 
 /// A request being answered: either already (`initialize`) or on its own task.
 #[derive(Debug)]
-pub struct PendingReply {
+pub(crate) struct PendingReply {
     id: Value,
     state: ReplyState,
 }
@@ -112,12 +60,12 @@ enum ReplyState {
 
 impl PendingReply {
     /// The request id.
-    pub fn id(&self) -> &Value {
+    pub(crate) fn id(&self) -> &Value {
         &self.id
     }
 
     /// The answer if it is already known (no waiting), else the pending reply back.
-    pub fn ready(self) -> Result<Outcome, Box<Self>> {
+    pub(crate) fn ready(self) -> Result<Outcome, Box<Self>> {
         match self.state {
             ReplyState::Ready(outcome) => Ok(outcome),
             state @ ReplyState::Running(_) => Err(Box::new(Self { id: self.id, state })),
@@ -125,7 +73,7 @@ impl PendingReply {
     }
 
     /// Wait for the answer; `None` if the request was cancelled (send nothing).
-    pub async fn outcome(self) -> Option<Outcome> {
+    pub(crate) async fn outcome(self) -> Option<Outcome> {
         let handle = match self.state {
             ReplyState::Ready(outcome) => return Some(outcome),
             ReplyState::Running(handle) => handle,
@@ -141,103 +89,39 @@ impl PendingReply {
     }
 }
 
-/// Everything a tool call may use.
-pub(crate) struct CallContext {
-    /// The id of the `tools/call` request.
-    pub id: Value,
-    pub server: DemoServer,
-    pub session: Arc<Session>,
-    /// Where messages tied to this call go.
-    pub out: Outbound,
-    /// `params._meta.progressToken` of the call, if any.
-    pub progress_token: Option<Value>,
-}
-
 /// The demo MCP server; cheap to clone, shared by all sessions.
 #[derive(Debug, Clone)]
-pub struct DemoServer {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    config: DemoConfig,
-    recorder: Option<Recorder>,
-    stats: Stats,
-    /// Per-key `(calls, failures)` of the `flaky` tool, process-wide.
-    flaky_tool: Mutex<HashMap<String, (u64, u64)>>,
-    /// Per-key reads of `demo://flaky/{key}/{n}`, process-wide.
-    flaky_resource: Mutex<HashMap<String, u64>>,
+pub(crate) struct DemoServer {
+    state: Arc<ServerState>,
 }
 
 impl DemoServer {
     /// A server with `config`, recording events to `recorder` if given.
-    pub fn new(config: DemoConfig, recorder: Option<Recorder>) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                config,
-                recorder,
-                stats: Stats::default(),
-                flaky_tool: Mutex::new(HashMap::new()),
-                flaky_resource: Mutex::new(HashMap::new()),
-            }),
-        }
+    pub(crate) fn new(config: DemoConfig, recorder: Option<Recorder>) -> Self {
+        Self { state: Arc::new(ServerState::new(config, recorder)) }
     }
 
     /// The configuration.
-    pub fn config(&self) -> &DemoConfig {
-        &self.inner.config
+    pub(crate) fn config(&self) -> &DemoConfig {
+        self.state.config()
     }
 
     /// `{"calls":…, "requests":…, "cancelled":…, "sessions": sessions}`.
-    pub fn stats(&self, sessions: usize) -> Value {
-        self.inner.stats.snapshot(sessions)
+    pub(crate) fn stats(&self, sessions: usize) -> Value {
+        self.state.stats.snapshot(sessions)
     }
 
-    /// Append `event` to the record file, tagged with the HTTP session id.
-    pub(crate) fn record(&self, session: &Session, mut event: Value) {
-        let Some(recorder) = &self.inner.recorder else {
-            return;
-        };
-        if let (Some(id), Some(obj)) = (session.id(), event.as_object_mut()) {
-            obj.insert("session".into(), json!(id));
-        }
-        recorder.write(&event);
-    }
-
-    pub(crate) fn count_call(&self, tool: &str) {
-        self.inner.stats.call(tool);
-    }
-
-    /// One `flaky` call for `key`: `Ok(failures so far)` to succeed, `Err(())` to fail.
-    pub(crate) fn flaky_attempt(&self, key: &str, fail_first: u64, rate: f64) -> Result<u64, ()> {
-        let mut map = self.inner.flaky_tool.lock().unwrap_or_else(|poison| poison.into_inner());
-        let (calls, failures) = map.entry(key.to_owned()).or_default();
-        let fail = *calls < fail_first || (rate > 0.0 && rand::random::<f64>() < rate);
-        *calls += 1;
-        if fail {
-            *failures += 1;
-            Err(())
-        } else {
-            Ok(*failures)
-        }
-    }
-
-    /// One read of `demo://flaky/{key}/{n}`: true if it must fail.
-    pub(crate) fn flaky_resource_fails(&self, key: &str, n: u64) -> bool {
-        let mut map = self.inner.flaky_resource.lock().unwrap_or_else(|poison| poison.into_inner());
-        let reads = map.entry(key.to_owned()).or_default();
-        *reads += 1;
-        *reads <= n
+    fn record(&self, session: &Session, event: Value) {
+        self.state.record(session, event);
     }
 
     /// Take one incoming message. Requests are spawned (must be called inside a
     /// Tokio runtime); `out` receives messages tied to the request.
-    pub fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
+    pub(crate) fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
         match Incoming::classify(msg) {
             Incoming::Request { id, method, params } => {
                 self.record(session, json!({"event": "request", "method": method, "id": id}));
-                self.inner.stats.request(&method);
+                self.state.stats.request(&method);
                 if method == "initialize" {
                     // Answered inline, so the client's capabilities are known before
                     // the next message is read; never cancellable.
@@ -286,7 +170,7 @@ impl DemoServer {
         let request_id = params.get("requestId").cloned().unwrap_or(Value::Null);
         let reason = params.get("reason").cloned().unwrap_or(Value::Null);
         self.record(session, json!({"event": "cancelled", "requestId": request_id, "reason": reason}));
-        self.inner.stats.cancelled();
+        self.state.stats.cancelled();
         if session.cancel(&request_id) {
             tracing::debug!(%request_id, "demo: request cancelled");
         }
@@ -304,7 +188,7 @@ impl DemoServer {
                     .cloned();
                 let ctx = CallContext {
                     id: id.clone(),
-                    server: self.clone(),
+                    state: Arc::clone(&self.state),
                     session: Arc::clone(session),
                     out,
                     progress_token,
@@ -317,7 +201,7 @@ impl DemoServer {
                 if !self.config().read_latency.is_zero() {
                     tokio::time::sleep(self.config().read_latency).await;
                 }
-                catalog::read_resource(self, &params)
+                catalog::read_resource(&self.state, &params)
             }
             "resources/subscribe" => {
                 let params = params_object(&params)?;
@@ -379,7 +263,7 @@ impl DemoServer {
 
 /// Whether a request should be answered as an SSE stream on HTTP: it asked for
 /// progress, or it is a call that talks to the client while running.
-pub fn wants_stream(msg: &Value) -> bool {
+pub(crate) fn wants_stream(msg: &Value) -> bool {
     let params = msg.get("params");
     let has_progress =
         params.and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).is_some_and(|t| !t.is_null());
@@ -395,5 +279,4 @@ pub fn wants_stream(msg: &Value) -> bool {
 }
 
 #[cfg(test)]
-#[path = "server_tests.rs"]
 mod tests;

@@ -19,7 +19,7 @@ const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Which transport a session lives on; a few failures look different on each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// Newline-delimited JSON over stdin/stdout.
     Stdio,
     /// Streamable HTTP.
@@ -29,29 +29,29 @@ pub enum Transport {
 /// Where messages to the client go: a stdio writer, a POST's SSE stream or a
 /// session's standalone GET stream. Sending to a closed sink drops the message.
 #[derive(Debug, Clone)]
-pub struct Outbound(mpsc::UnboundedSender<Value>);
+pub(crate) struct Outbound(mpsc::UnboundedSender<Value>);
 
 impl Outbound {
     /// A new sink and the receiver that drains it.
-    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Value>) {
+    pub(crate) fn channel() -> (Self, mpsc::UnboundedReceiver<Value>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Self(tx), rx)
     }
 
     /// Queue `msg`; returns false if nobody is listening any more.
-    pub fn send(&self, msg: Value) -> bool {
+    pub(crate) fn send(&self, msg: Value) -> bool {
         self.0.send(msg).is_ok()
     }
 
     /// True once the receiving side is gone.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
 }
 
 /// MCP logging levels, least severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     /// `debug`
     Debug,
     /// `info`
@@ -72,7 +72,7 @@ pub enum LogLevel {
 
 impl LogLevel {
     /// Parse a level name as used on the wire.
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "debug" => Self::Debug,
             "info" => Self::Info,
@@ -89,7 +89,7 @@ impl LogLevel {
 
 /// One client connection (stdio) or one `Mcp-Session-Id` (HTTP).
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     id: Option<String>,
     transport: Transport,
     next_request: AtomicU64,
@@ -112,7 +112,7 @@ struct State {
 
 impl Session {
     /// A fresh session; `id` is the HTTP session id (None on stdio).
-    pub fn new(id: Option<String>, transport: Transport) -> Arc<Self> {
+    pub(crate) fn new(id: Option<String>, transport: Transport) -> Arc<Self> {
         Arc::new(Self {
             id,
             transport,
@@ -134,53 +134,53 @@ impl Session {
     }
 
     /// The HTTP session id, if any.
-    pub fn id(&self) -> Option<&str> {
+    pub(crate) fn id(&self) -> Option<&str> {
         self.id.as_deref()
     }
 
     /// The transport this session lives on.
-    pub fn transport(&self) -> Transport {
+    pub(crate) fn transport(&self) -> Transport {
         self.transport
     }
 
     /// Remember the capabilities the client declared at `initialize`.
-    pub fn set_client_capabilities(&self, caps: Value) {
+    pub(crate) fn set_client_capabilities(&self, caps: Value) {
         self.state().client_capabilities = caps;
     }
 
     /// Whether the client declared capability `name` (e.g. `sampling`, `roots`).
-    pub fn client_supports(&self, name: &str) -> bool {
+    pub(crate) fn client_supports(&self, name: &str) -> bool {
         self.state().client_capabilities.get(name).is_some_and(|v| !v.is_null())
     }
 
     /// Set the minimum level of `notifications/message` sent to this client.
-    pub fn set_log_level(&self, level: LogLevel) {
+    pub(crate) fn set_log_level(&self, level: LogLevel) {
         self.state().log_level = level;
     }
 
     /// Whether a log message at `level` should be sent.
-    pub fn wants_log(&self, level: LogLevel) -> bool {
+    pub(crate) fn wants_log(&self, level: LogLevel) -> bool {
         level >= self.state().log_level
     }
 
     /// Subscribe to updates of `uri`.
-    pub fn subscribe(&self, uri: &str) {
+    pub(crate) fn subscribe(&self, uri: &str) {
         self.state().subscriptions.insert(uri.to_owned());
     }
 
     /// Drop a subscription.
-    pub fn unsubscribe(&self, uri: &str) {
+    pub(crate) fn unsubscribe(&self, uri: &str) {
         self.state().subscriptions.remove(uri);
     }
 
     /// Whether the client is subscribed to `uri`.
-    pub fn is_subscribed(&self, uri: &str) -> bool {
+    pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
         self.state().subscriptions.contains(uri)
     }
 
     /// Install the standalone stream (HTTP GET). Refused (false) while another
     /// one is still open.
-    pub fn open_standalone(&self, out: Outbound) -> bool {
+    pub(crate) fn open_standalone(&self, out: Outbound) -> bool {
         let mut state = self.state();
         if state.standalone.as_ref().is_some_and(|o| !o.is_closed()) {
             return false;
@@ -190,18 +190,18 @@ impl Session {
     }
 
     /// Replace (or remove) the sink for messages not tied to a request.
-    pub fn set_standalone(&self, out: Option<Outbound>) {
+    pub(crate) fn set_standalone(&self, out: Option<Outbound>) {
         self.state().standalone = out;
     }
 
     /// The sink for messages not tied to a request, if one is open.
-    pub fn standalone(&self) -> Option<Outbound> {
+    pub(crate) fn standalone(&self) -> Option<Outbound> {
         self.state().standalone.clone().filter(|out| !out.is_closed())
     }
 
     /// Send a request to the client through `out` and wait for its answer.
     /// Ids are `"demo-1"`, `"demo-2"`, ... within the session.
-    pub async fn request(&self, out: &Outbound, method: &str, params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn request(&self, out: &Outbound, method: &str, params: Value) -> Result<Value, RpcError> {
         let n = self.next_request.fetch_add(1, Ordering::Relaxed);
         let id = json!(format!("demo-{n}"));
         let key = id_key(&id);
@@ -221,7 +221,7 @@ impl Session {
 
     /// Deliver the client's answer to a server request. False if no request
     /// with that id is waiting (late or unknown answers are ignored).
-    pub fn complete(&self, id: &Value, outcome: Result<Value, RpcError>) -> bool {
+    pub(crate) fn complete(&self, id: &Value, outcome: Result<Value, RpcError>) -> bool {
         let Some(tx) = self.state().pending.remove(&id_key(id)) else {
             return false;
         };
@@ -229,12 +229,12 @@ impl Session {
     }
 
     /// Fail every server request still waiting (the client is gone).
-    pub fn fail_pending(&self) {
+    pub(crate) fn fail_pending(&self) {
         self.state().pending.clear();
     }
 
     /// Spawn the handling of request `id` so `notifications/cancelled` can abort it.
-    pub fn spawn_cancellable<F>(self: &Arc<Self>, id: &Value, task: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn_cancellable<F>(self: &Arc<Self>, id: &Value, task: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -254,7 +254,7 @@ impl Session {
     }
 
     /// Abort the handling of request `id`. False if it is not running.
-    pub fn cancel(&self, id: &Value) -> bool {
+    pub(crate) fn cancel(&self, id: &Value) -> bool {
         // Take the handle out first: aborting happens outside the lock.
         let entry = self.state().in_flight.remove(&id_key(id));
         match entry {
@@ -267,7 +267,7 @@ impl Session {
     }
 
     /// Abort everything in flight and fail pending server requests (session end).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let handles: Vec<AbortHandle> = {
             let mut state = self.state();
             state.pending.clear();

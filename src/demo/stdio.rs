@@ -14,10 +14,10 @@ use super::server::{Accepted, DemoServer, Outcome};
 use super::session::{Outbound, Session, Transport};
 
 /// Longest accepted input line, in bytes.
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Serve one client over `input`/`output` until `input` ends.
-pub async fn serve<R, W>(server: DemoServer, input: R, output: W) -> anyhow::Result<()>
+pub(crate) async fn serve<R, W>(server: DemoServer, input: R, output: W) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -151,7 +151,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::server::DemoConfig;
+    use crate::demo::DemoConfig;
     use serde_json::json;
     use std::time::Duration;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::handler::{CallContext, Failure, Handled};
 use super::rpc::{self, RpcError, optional_bool, optional_str, optional_u64, params_object, required_str};
-use super::server::{CallContext, Failure, Handled};
 use super::session::LogLevel;
 
 /// Largest `big` payload, in bytes.
-pub const MAX_BIG_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_BIG_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Longest `sleep`, in milliseconds (one hour).
 const MAX_SLEEP_MS: u64 = 60 * 60 * 1000;
@@ -25,7 +25,7 @@ const DEFAULT_MAX_TOKENS: u64 = 100;
 const CRASH_EXIT_CODE: i32 = 3;
 
 /// A realistic raw upstream failure, full of things a gateway must not leak.
-pub const LEAKY_FAILURE: &str = "Traceback (most recent call last):
+pub(crate) const LEAKY_FAILURE: &str = "Traceback (most recent call last):
   File \"/srv/app/handlers/tools.py\", line 42, in call
     result = await backend.query(arguments)
   File \"/srv/app/backend/db.py\", line 118, in query
@@ -40,7 +40,7 @@ fn schema(properties: Value, required: &[&str]) -> Value {
 }
 
 /// The definitions of all demo tools, in listing order.
-pub fn definitions() -> Vec<Value> {
+pub(crate) fn definitions() -> Vec<Value> {
     vec![
         json!({
             "name": "echo",
@@ -116,7 +116,7 @@ pub fn definitions() -> Vec<Value> {
 
 /// `tools/list`, paginated by `page_size` (0 = one page). The cursor is the
 /// decimal offset of the next tool; anything else is -32602.
-pub fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
+pub(crate) fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
     let params = params_object(params)?;
     let tools = definitions();
     let start = match optional_str(&params, "cursor")? {
@@ -142,12 +142,12 @@ pub fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
 }
 
 /// A successful result with one text content.
-pub fn text_result(text: impl Into<String>) -> Value {
+pub(crate) fn text_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}]})
 }
 
 /// An `isError: true` result with one text content.
-pub fn error_result(text: impl Into<String>) -> Value {
+pub(crate) fn error_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
 }
 
@@ -160,10 +160,10 @@ pub(crate) async fn call(ctx: &CallContext, params: &Value) -> Handled {
         Some(Value::Object(args)) => args.clone(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object").into()),
     };
-    ctx.server.record(&ctx.session, json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}));
-    ctx.server.count_call(name);
+    ctx.state.record(&ctx.session, json!({"event": "call", "tool": name, "id": ctx.id, "arguments": arguments}));
+    ctx.state.count_call(name);
 
-    let config = ctx.server.config();
+    let config = ctx.state.config();
     if !config.latency.is_zero() {
         tokio::time::sleep(config.latency).await;
     }
@@ -263,7 +263,7 @@ async fn sleep(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
 }
 
 /// The URL `fail` in mode `elicit` asks the client to open (MCP URL elicitation).
-pub const ELICITATION_URL: &str = "https://auth.example.com/connect?elicitation=demo-1";
+pub(crate) const ELICITATION_URL: &str = "https://auth.example.com/connect?elicitation=demo-1";
 
 /// A -32042 "URL elicitation required" error whose message and `data` carry, beside
 /// the one URL elicitation the client needs, everything a careless upstream adds.
@@ -310,7 +310,7 @@ fn flaky(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
     if !matches!(mode, "error" | "http_503" | "exit") {
         return Err(RpcError::invalid_params(format!("unknown mode: {mode}")).into());
     }
-    match ctx.server.flaky_attempt(key, fail_first, rate) {
+    match ctx.state.flaky_attempt(key, fail_first, rate) {
         Ok(failures) => Ok(text_result(format!("ok after {failures} failures"))),
         Err(()) => match mode {
             "http_503" => Err(Failure::Unavailable),

@@ -1,18 +1,17 @@
 //! Every failure inside seawall, and the one place that turns it into an answer.
 //!
-//! Failures are typed where they happen (`GatewayError` in `crate::call`); the [`Rewriter`] maps them —
+//! Failures are typed where they happen (`GatewayError` in `crate::call`); the `Rewriter` maps them —
 //! and whatever error an upstream sent — to a JSON-RPC error object or, for a `tools/call`
 //! whose tool could not do its job, to a `CallToolResult` with `isError: true`. Raw
 //! upstream detail goes to the log next to a correlation id and never to the client;
-//! everything quoted from a peer passes through [`sanitize`].
+//! everything quoted from a peer passes through [`crate::sanitize`].
 
 pub mod layer;
 mod passthrough;
-pub mod rewrite;
-pub mod sanitize;
+pub(crate) mod rewrite;
 
-pub use layer::RewriteLayer;
-pub use rewrite::Rewriter;
+pub(crate) use layer::RewriteLayer;
+pub(crate) use rewrite::Rewriter;
 
 use std::time::Duration;
 
@@ -22,13 +21,13 @@ use serde_json::value::RawValue;
 use crate::jsonrpc;
 
 /// A fresh correlation id for one rewritten answer.
-pub fn correlation_id() -> String {
+pub(crate) fn correlation_id() -> String {
     let bytes: [u8; 8] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A `CallToolResult` with `isError: true` and one text.
-pub fn tool_error(text: &str) -> Box<RawValue> {
+pub(crate) fn tool_error(text: &str) -> Box<RawValue> {
     jsonrpc::to_raw(&json!({ "content": [{ "type": "text", "text": text }], "isError": true }))
 }
 

@@ -17,8 +17,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::sanitize::{self, IDENT_CAP, TEXT_CAP};
 use crate::jsonrpc::code;
+use crate::sanitize::{self, IDENT_CAP, TEXT_CAP};
 
 /// Longest elicitation URL relayed; a longer one is dropped, since a cut URL is useless.
 const ELICITATION_URL_CAP: usize = 2048;

@@ -17,13 +17,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::sanitize::{self, TEXT_CAP};
 use super::{correlation_id, human, passthrough, tool_error};
 use crate::call::{Answer, GatewayError, Origin, Reply};
 use crate::catalog::ToolInfo;
 use crate::config::{ErrorsConfig, Report};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
+use crate::sanitize::{self, TEXT_CAP};
 use crate::telemetry::metrics;
 use crate::validation::{SchemaCache, Violation};
 

@@ -19,7 +19,7 @@ pub struct InitParams {
 
 impl InitParams {
     /// Parameters for a session that no single client owns: no client features offered.
-    pub fn gateway_own() -> InitParams {
+    pub(crate) fn gateway_own() -> InitParams {
         InitParams {
             protocol_version: crate::mcp::LATEST_LEGACY.to_owned(),
             capabilities: json!({}),
@@ -28,7 +28,7 @@ impl InitParams {
     }
 
     /// The `initialize` params.
-    pub fn to_raw(&self) -> Box<RawValue> {
+    pub(crate) fn to_raw(&self) -> Box<RawValue> {
         jsonrpc::to_raw(&json!({
             "protocolVersion": self.protocol_version,
             "capabilities": self.capabilities,
@@ -66,7 +66,7 @@ struct InitView {
 
 impl InitResult {
     /// Reads an initialize result; `None` if it lacks a protocol version.
-    pub fn parse(raw: Box<RawValue>) -> Option<InitResult> {
+    pub(crate) fn parse(raw: Box<RawValue>) -> Option<InitResult> {
         let v: InitView = serde_json::from_str(raw.get()).ok()?;
         Some(InitResult {
             protocol_version: v.protocol_version,
@@ -78,7 +78,7 @@ impl InitResult {
     }
 
     /// Whether the server declared a capability (`tools`, `prompts`, `resources`, ...).
-    pub fn has(&self, capability: &str) -> bool {
+    pub(crate) fn has(&self, capability: &str) -> bool {
         self.capabilities.get(capability).is_some_and(|c| !c.is_null())
     }
 }

@@ -8,7 +8,7 @@ use crate::jsonrpc::{self, Id};
 
 /// The part of any request's params the gateway looks at.
 #[derive(Debug, Default, Deserialize)]
-pub struct CommonParams {
+pub(crate) struct CommonParams {
     /// `_meta`, if present.
     #[serde(rename = "_meta", default)]
     pub meta: Option<Meta>,
@@ -16,20 +16,20 @@ pub struct CommonParams {
 
 /// The `_meta` fields the gateway reads.
 #[derive(Debug, Default, Deserialize)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The client's progress token, if it wants progress notifications.
     #[serde(rename = "progressToken", default)]
     pub progress_token: Option<Value>,
 }
 
 /// Reads the progress token of a request's params.
-pub fn progress_token(params: Option<&RawValue>) -> Option<Value> {
+pub(crate) fn progress_token(params: Option<&RawValue>) -> Option<Value> {
     let common: CommonParams = jsonrpc::view(params)?;
     common.meta?.progress_token.filter(|t| t.is_string() || t.is_number())
 }
 
 /// Parameters parsed into an object for rewriting; `None` when params are absent or not an object.
-pub fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
+pub(crate) fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
     match jsonrpc::view::<Value>(params)? {
         Value::Object(map) => Some(map),
         _ => None,
@@ -37,7 +37,7 @@ pub fn params_object(params: Option<&RawValue>) -> Option<Map<String, Value>> {
 }
 
 /// Replaces `_meta.progressToken` in params (which must hold one) with `token`.
-pub fn with_progress_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
+pub(crate) fn with_progress_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
     let mut map = params_object(params)?;
     let meta = map.get_mut("_meta")?.as_object_mut()?;
     meta.insert("progressToken".into(), token.clone());
@@ -46,7 +46,7 @@ pub fn with_progress_token(params: Option<&RawValue>, token: &Value) -> Option<B
 
 /// `notifications/cancelled` params.
 #[derive(Debug, Deserialize)]
-pub struct CancelledParams {
+pub(crate) struct CancelledParams {
     /// The id of the request to cancel.
     #[serde(rename = "requestId")]
     pub request_id: Value,
@@ -56,25 +56,25 @@ pub struct CancelledParams {
 }
 
 /// Builds `notifications/cancelled` params for an id.
-pub fn cancelled_params(id: &Id, reason: &str) -> Box<RawValue> {
+pub(crate) fn cancelled_params(id: &Id, reason: &str) -> Box<RawValue> {
     jsonrpc::to_raw(&serde_json::json!({ "requestId": id.to_value(), "reason": reason }))
 }
 
 /// `notifications/progress` params (only the token is read).
 #[derive(Debug, Deserialize)]
-pub struct ProgressParams {
+pub(crate) struct ProgressParams {
     /// The token the request carried.
     #[serde(rename = "progressToken")]
     pub progress_token: Value,
 }
 
 /// A key for a progress token usable in maps (its JSON text).
-pub fn token_key(token: &Value) -> String {
+pub(crate) fn token_key(token: &Value) -> String {
     token.to_string()
 }
 
 /// Replaces the `progressToken` of `notifications/progress` params.
-pub fn progress_with_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
+pub(crate) fn progress_with_token(params: Option<&RawValue>, token: &Value) -> Option<Box<RawValue>> {
     let mut map = params_object(params)?;
     map.insert("progressToken".into(), token.clone());
     Some(jsonrpc::to_raw(&map))

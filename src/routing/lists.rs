@@ -184,7 +184,7 @@ impl Router {
                             tracing::warn!(
                                 upstream = %handle.name,
                                 served_by = %owner,
-                                uri = %crate::errors::sanitize::ident(uri),
+                                uri = %crate::sanitize::ident(uri),
                                 "two upstreams list the same resource URI; it is listed and read from the first"
                             );
                             continue;

@@ -10,25 +10,25 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered, by upstream, method, tool and outcome.
-pub const REQUESTS: &str = "seawall_requests_total";
+pub(crate) const REQUESTS: &str = "seawall_requests_total";
 /// Time to answer, by upstream, method and tool (seconds).
-pub const REQUEST_DURATION: &str = "seawall_request_duration_seconds";
+pub(crate) const REQUEST_DURATION: &str = "seawall_request_duration_seconds";
 /// Retries, by upstream and reason.
-pub const RETRIES: &str = "seawall_retries_total";
+pub(crate) const RETRIES: &str = "seawall_retries_total";
 /// Retries refused because the upstream's budget was spent, by upstream.
-pub const RETRY_BUDGET_EXHAUSTED: &str = "seawall_retry_budget_exhausted_total";
+pub(crate) const RETRY_BUDGET_EXHAUSTED: &str = "seawall_retry_budget_exhausted_total";
 /// Circuit breaker transitions, by upstream, scope (`upstream` or `tool`) and new state.
-pub const BREAKER_TRANSITIONS: &str = "seawall_breaker_transitions_total";
+pub(crate) const BREAKER_TRANSITIONS: &str = "seawall_breaker_transitions_total";
 /// Requests refused by load shedding, by scope (`upstream` name or `gateway`).
-pub const LOAD_SHED: &str = "seawall_load_shed_total";
+pub(crate) const LOAD_SHED: &str = "seawall_load_shed_total";
 /// Failures rewritten into answers, by origin (client, policy, upstream_transport, ...).
-pub const ERRORS_REWRITTEN: &str = "seawall_errors_rewritten_total";
+pub(crate) const ERRORS_REWRITTEN: &str = "seawall_errors_rewritten_total";
 /// Live client sessions.
-pub const SESSIONS: &str = "seawall_sessions";
+pub(crate) const SESSIONS: &str = "seawall_sessions";
 /// stdio upstream process restarts, by upstream.
-pub const UPSTREAM_RESTARTS: &str = "seawall_upstream_restarts_total";
+pub(crate) const UPSTREAM_RESTARTS: &str = "seawall_upstream_restarts_total";
 /// Endpoint ejections by outlier detection, by upstream.
-pub const ENDPOINT_EJECTIONS: &str = "seawall_endpoint_ejections_total";
+pub(crate) const ENDPOINT_EJECTIONS: &str = "seawall_endpoint_ejections_total";
 
 /// Methods that get their own label value.
 const METHODS: &[&str] = &[
@@ -49,14 +49,14 @@ const METHODS: &[&str] = &[
 ];
 
 /// The label value for a method.
-pub fn method_label(method: &str) -> &'static str {
+pub(crate) fn method_label(method: &str) -> &'static str {
     METHODS.iter().copied().find(|m| *m == method).unwrap_or("other")
 }
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the Prometheus recorder (once per process) and returns its handle.
-pub fn install() -> Option<PrometheusHandle> {
+pub(crate) fn install() -> Option<PrometheusHandle> {
     if let Some(h) = HANDLE.get() {
         return Some(h.clone());
     }
@@ -96,7 +96,7 @@ fn describe() {
 }
 
 /// One answered request to one upstream.
-pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
+pub(crate) fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
     let method = method_label(method);
     counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
         .increment(1);
@@ -106,7 +106,7 @@ pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, 
 
 /// Times one forwarded request and counts it once: with the outcome it finished with,
 /// or as `cancelled` when it is dropped unfinished (the client cancelled it).
-pub struct RequestTimer {
+pub(crate) struct RequestTimer {
     upstream: std::sync::Arc<str>,
     method: String,
     tool: String,
@@ -116,7 +116,7 @@ pub struct RequestTimer {
 
 impl RequestTimer {
     /// Starts timing a request to `upstream`.
-    pub fn start(upstream: &std::sync::Arc<str>, method: &str, tool: String) -> RequestTimer {
+    pub(crate) fn start(upstream: &std::sync::Arc<str>, method: &str, tool: String) -> RequestTimer {
         RequestTimer {
             upstream: std::sync::Arc::clone(upstream),
             method: method.to_owned(),
@@ -127,7 +127,7 @@ impl RequestTimer {
     }
 
     /// Counts the request with its outcome.
-    pub fn finish(mut self, outcome: &'static str) {
+    pub(crate) fn finish(mut self, outcome: &'static str) {
         self.finished = true;
         request(&self.upstream, &self.method, &self.tool, outcome, self.started.elapsed());
     }
@@ -142,43 +142,43 @@ impl Drop for RequestTimer {
 }
 
 /// One retry.
-pub fn retry(upstream: &str, reason: &'static str) {
+pub(crate) fn retry(upstream: &str, reason: &'static str) {
     counter!(RETRIES, "upstream" => upstream.to_owned(), "reason" => reason).increment(1);
 }
 
 /// A retry refused by the budget.
-pub fn retry_budget_exhausted(upstream: &str) {
+pub(crate) fn retry_budget_exhausted(upstream: &str) {
     counter!(RETRY_BUDGET_EXHAUSTED, "upstream" => upstream.to_owned()).increment(1);
 }
 
 /// A breaker transition.
-pub fn breaker_transition(upstream: &str, tool_scope: bool, to: &'static str) {
+pub(crate) fn breaker_transition(upstream: &str, tool_scope: bool, to: &'static str) {
     let scope = if tool_scope { "tool" } else { "upstream" };
     counter!(BREAKER_TRANSITIONS, "upstream" => upstream.to_owned(), "scope" => scope, "to" => to).increment(1);
 }
 
 /// A request refused by load shedding.
-pub fn load_shed(scope: &str) {
+pub(crate) fn load_shed(scope: &str) {
     counter!(LOAD_SHED, "scope" => scope.to_owned()).increment(1);
 }
 
 /// A failure rewritten into an answer.
-pub fn error_rewritten(origin: &'static str) {
+pub(crate) fn error_rewritten(origin: &'static str) {
     counter!(ERRORS_REWRITTEN, "origin" => origin).increment(1);
 }
 
 /// The number of live sessions.
-pub fn sessions(n: usize) {
+pub(crate) fn sessions(n: usize) {
     gauge!(SESSIONS).set(n as f64);
 }
 
 /// A stdio upstream restart.
-pub fn upstream_restart(upstream: &str) {
+pub(crate) fn upstream_restart(upstream: &str) {
     counter!(UPSTREAM_RESTARTS, "upstream" => upstream.to_owned()).increment(1);
 }
 
 /// An endpoint ejection.
-pub fn endpoint_ejected(upstream: &str) {
+pub(crate) fn endpoint_ejected(upstream: &str) {
     counter!(ENDPOINT_EJECTIONS, "upstream" => upstream.to_owned()).increment(1);
 }
 

@@ -1,17 +1,18 @@
 //! Upstream transports: how seawall talks to the MCP servers behind it.
 //!
 //! Each link implements [`crate::call::Transport`]: a Streamable HTTP session
-//! ([`http::HttpLink`]), sessions with several replicas ([`pool::PoolLink`]), or a
-//! supervised child process ([`stdio::StdioLink`]). Links know nothing of policies; they
+//! (`http::HttpLink`), sessions with several replicas (`pool::PoolLink`), or a
+//! supervised child process (`stdio::StdioLink`). Links know nothing of policies; they
 //! send a request with a fresh id, deliver what the upstream says about it, and report
 //! failures typed by whether the upstream may have seen the request. Dropping a call's
 //! future cancels it upstream.
 
-pub mod http;
-pub mod pool;
-pub mod registry;
-pub mod settings;
-pub mod stdio;
+mod cancel;
+pub(crate) mod http;
+pub(crate) mod pool;
+pub(crate) mod registry;
+pub(crate) mod settings;
+pub(crate) mod stdio;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use crate::mcp::{meta, method};
 
 /// State every link has: who hears unrelated events, and where progress goes.
 #[derive(Default)]
-pub struct LinkShared {
+pub(crate) struct LinkShared {
     /// Subscribers to events not tied to a call.
     pub fanout: Fanout,
     /// Calls waiting for progress notifications, by the upstream-side token.
@@ -34,7 +35,7 @@ pub struct LinkShared {
 impl LinkShared {
     /// Delivers an event that arrived outside any call's stream (or that may belong to
     /// a call through its progress token).
-    pub fn deliver_unrelated(&self, event: UpstreamEvent) {
+    pub(crate) fn deliver_unrelated(&self, event: UpstreamEvent) {
         if let Some(sink) = self.progress.route(&event) {
             sink.send(event);
             return;
@@ -43,7 +44,7 @@ impl LinkShared {
     }
 
     /// Delivers an event that arrived on a call's own stream.
-    pub fn deliver_related(&self, related: &EventSink, event: UpstreamEvent) {
+    pub(crate) fn deliver_related(&self, related: &EventSink, event: UpstreamEvent) {
         match self.progress.route(&event) {
             Some(sink) => sink.send(event),
             None => related.send(event),
@@ -53,23 +54,23 @@ impl LinkShared {
 
 /// Subscribers to a link's unrelated events, keyed by client session.
 #[derive(Default)]
-pub struct Fanout {
+pub(crate) struct Fanout {
     subs: Mutex<HashMap<u64, EventSink>>,
 }
 
 impl Fanout {
     /// Adds a subscriber.
-    pub fn subscribe(&self, key: u64, sink: EventSink) {
+    pub(crate) fn subscribe(&self, key: u64, sink: EventSink) {
         self.subs.lock().insert(key, sink);
     }
 
     /// Removes a subscriber.
-    pub fn unsubscribe(&self, key: u64) {
+    pub(crate) fn unsubscribe(&self, key: u64) {
         self.subs.lock().remove(&key);
     }
 
     /// Sends an event to every subscriber.
-    pub fn broadcast(&self, event: UpstreamEvent) {
+    pub(crate) fn broadcast(&self, event: UpstreamEvent) {
         let subs: Vec<EventSink> = self.subs.lock().values().cloned().collect();
         for sink in subs {
             sink.send(event.clone());
@@ -79,13 +80,13 @@ impl Fanout {
 
 /// Progress tokens of in-flight calls → the call's sink.
 #[derive(Default)]
-pub struct ProgressRoutes {
+pub(crate) struct ProgressRoutes {
     routes: Mutex<HashMap<String, EventSink>>,
 }
 
 impl ProgressRoutes {
     /// Registers a call's token; the returned guard removes it.
-    pub fn register(self: &Arc<Self>, token: &Value, sink: EventSink) -> ProgressGuard {
+    pub(crate) fn register(self: &Arc<Self>, token: &Value, sink: EventSink) -> ProgressGuard {
         let key = meta::token_key(token);
         self.routes.lock().insert(key.clone(), sink);
         ProgressGuard { routes: Arc::clone(self), key }
@@ -104,7 +105,7 @@ impl ProgressRoutes {
 }
 
 /// Removes a progress route when the call ends.
-pub struct ProgressGuard {
+pub(crate) struct ProgressGuard {
     routes: Arc<ProgressRoutes>,
     key: String,
 }

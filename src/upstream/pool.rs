@@ -28,7 +28,7 @@ const BASE_EJECTION: Duration = Duration::from_secs(10);
 const MAX_EJECTION: Duration = Duration::from_secs(300);
 
 /// One replica and its health, shared by every session.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// How to reach it.
     pub upstream: Arc<HttpUpstream>,
     in_flight: AtomicUsize,
@@ -52,7 +52,7 @@ pub struct HttpPool {
 
 impl HttpPool {
     /// A pool over these endpoints (at least one).
-    pub fn new(name: Arc<str>, upstreams: Vec<Arc<HttpUpstream>>, connect_timeout: Duration) -> HttpPool {
+    pub(crate) fn new(name: Arc<str>, upstreams: Vec<Arc<HttpUpstream>>, connect_timeout: Duration) -> HttpPool {
         let endpoints = upstreams
             .into_iter()
             .map(|upstream| Endpoint { upstream, in_flight: AtomicUsize::new(0), health: Default::default() })
@@ -61,17 +61,12 @@ impl HttpPool {
     }
 
     /// How many endpoints there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.endpoints.len()
     }
 
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.endpoints.is_empty()
-    }
-
     /// The first endpoint (the only one of a single-endpoint upstream).
-    pub fn first(&self) -> Option<&Arc<HttpUpstream>> {
+    pub(crate) fn first(&self) -> Option<&Arc<HttpUpstream>> {
         self.endpoints.first().map(|e| &e.upstream)
     }
 
@@ -112,7 +107,7 @@ impl HttpPool {
         }
         h.consecutive_failures += 1;
         if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && h.ejected_until.is_none_or(|t| t <= now) {
-            let period = BASE_EJECTION.checked_mul(1 << h.ejections.min(16)).unwrap_or(MAX_EJECTION).min(MAX_EJECTION);
+            let period = crate::backoff::doubling(BASE_EJECTION, MAX_EJECTION, h.ejections);
             h.ejections += 1;
             h.ejected_until = Some(now + period);
             h.consecutive_failures = 0;
@@ -127,14 +122,14 @@ impl HttpPool {
     }
 
     /// Whether each endpoint is currently ejected (for status pages).
-    pub fn ejections(&self) -> Vec<bool> {
+    pub(crate) fn ejections(&self) -> Vec<bool> {
         let now = Instant::now();
         (0..self.len()).map(|i| self.ejected(i, now)).collect()
     }
 }
 
 /// One client session's view of a pooled upstream.
-pub struct PoolLink {
+pub(crate) struct PoolLink {
     pool: Arc<HttpPool>,
     init: InitParams,
     links: tokio::sync::Mutex<Vec<Option<Arc<HttpLink>>>>,
@@ -146,7 +141,7 @@ pub struct PoolLink {
 impl PoolLink {
     /// Opens a session on one endpoint (trying the others if it fails), so that the
     /// upstream's capabilities are known.
-    pub async fn connect(pool: Arc<HttpPool>, init: InitParams) -> Result<Arc<PoolLink>, UpstreamError> {
+    pub(crate) async fn connect(pool: Arc<HttpPool>, init: InitParams) -> Result<Arc<PoolLink>, UpstreamError> {
         let link = Arc::new(PoolLink {
             links: tokio::sync::Mutex::new(vec![None; pool.len()]),
             pool,
@@ -169,7 +164,7 @@ impl PoolLink {
     }
 
     /// The initialize result of the first endpoint that answered.
-    pub fn init_result(&self) -> Option<Arc<InitResult>> {
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
         self.first_init.lock().clone()
     }
 
@@ -203,7 +198,7 @@ impl PoolLink {
     }
 
     /// Opens the standalone GET stream of every endpoint session, now and later ones.
-    pub async fn want_get_stream(&self) {
+    pub(crate) async fn want_get_stream(&self) {
         self.get_wanted.store(true, std::sync::atomic::Ordering::SeqCst);
         for link in self.links.lock().await.iter().flatten() {
             link.want_get_stream();
@@ -221,7 +216,7 @@ impl PoolLink {
     }
 
     /// Sends a notification to every endpoint session opened so far.
-    pub async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
         let links: Vec<Arc<HttpLink>> = self.links.lock().await.iter().flatten().cloned().collect();
         for link in links {
             link.notify(n.clone()).await?;
@@ -230,7 +225,7 @@ impl PoolLink {
     }
 
     /// Answers a server-initiated request on the endpoint that made it.
-    pub async fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> Result<(), UpstreamError> {
+    pub(crate) async fn respond(&self, endpoint: Option<u16>, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let i = endpoint.map(usize::from).unwrap_or(0);
         let link = self.links.lock().await.get(i).cloned().flatten();
         match link {
@@ -240,7 +235,7 @@ impl PoolLink {
     }
 
     /// Subscribes a session to unrelated events of every endpoint session.
-    pub fn subscribe(&self, key: u64, sink: EventSink) {
+    pub(crate) fn subscribe(&self, key: u64, sink: EventSink) {
         self.subscribers.lock().insert(key, sink.clone());
         if let Ok(links) = self.links.try_lock() {
             for (i, link) in links.iter().enumerate() {
@@ -252,7 +247,7 @@ impl PoolLink {
     }
 
     /// Unsubscribes a session.
-    pub fn unsubscribe(&self, key: u64) {
+    pub(crate) fn unsubscribe(&self, key: u64) {
         self.subscribers.lock().remove(&key);
         if let Ok(links) = self.links.try_lock() {
             for link in links.iter().flatten() {
@@ -262,7 +257,7 @@ impl PoolLink {
     }
 
     /// Ends every endpoint session.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let links: Vec<Arc<HttpLink>> = self.links.lock().await.iter().flatten().cloned().collect();
         futures::future::join_all(links.iter().map(|l| l.close())).await;
     }

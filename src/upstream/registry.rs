@@ -36,7 +36,7 @@ pub struct UpstreamHandle {
 impl UpstreamHandle {
     /// Opens (or, for a shared process, joins) a session with the upstream on behalf of a
     /// client session whose client declared `init`.
-    pub async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
+    pub(crate) async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
         match &self.connector {
             Connector::Http(pool) if pool.len() > 1 => {
                 let link: Link = PoolLink::connect(Arc::clone(pool), init.clone()).await?;
@@ -70,12 +70,12 @@ impl UpstreamHandle {
     }
 
     /// Whether the link is shared by every session (and must not be closed with one).
-    pub fn is_shared(&self) -> bool {
+    pub(crate) fn is_shared(&self) -> bool {
         matches!(self.connector, Connector::SharedStdio(_))
     }
 
     /// A short description of the transport for status pages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self.connector {
             Connector::Http(_) => "http",
             Connector::SharedStdio(_) => "stdio-shared",
@@ -93,29 +93,24 @@ pub struct Upstreams {
 
 impl Upstreams {
     /// Adds an upstream.
-    pub fn push(&mut self, handle: UpstreamHandle) {
+    pub(crate) fn push(&mut self, handle: UpstreamHandle) {
         let handle = Arc::new(handle);
         self.by_name.insert(Arc::clone(&handle.name), Arc::clone(&handle));
         self.ordered.push(handle);
     }
 
     /// By name.
-    pub fn get(&self, name: &str) -> Option<&Arc<UpstreamHandle>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<UpstreamHandle>> {
         self.by_name.get(name)
     }
 
     /// All, in configuration order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<UpstreamHandle>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<UpstreamHandle>> {
         self.ordered.iter()
     }
 
     /// How many there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ordered.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.ordered.is_empty()
     }
 }

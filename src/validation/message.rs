@@ -7,7 +7,7 @@
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
-use crate::errors::sanitize;
+use crate::sanitize;
 
 /// Schema literals (`enum` options, `const`, limits) longer than this are not quoted.
 const MAX_LITERAL: usize = 80;

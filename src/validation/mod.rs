@@ -1,12 +1,12 @@
 //! Validation of tool arguments against the tool's `inputSchema`, at the gateway.
 //!
 //! A model that sends bad arguments learns what is wrong from the violations (at most
-//! [`MAX_VIOLATIONS`], each with its JSON Pointer and a sanitised message) and can correct
+//! `MAX_VIOLATIONS`, each with its JSON Pointer and a sanitised message) and can correct
 //! itself without a round trip to the upstream.
 //!
 //! The schema is the upstream's; a broken one must never block calls, so a schema that
 //! does not compile validates everything (and is logged once, when first seen). Schemas
-//! are compiled once and kept in a bounded [`SchemaCache`], found by a [`SchemaKey`] that
+//! are compiled once and kept in a bounded `SchemaCache`, found by a `SchemaKey` that
 //! callers compute once per schema rather than once per call. Compilation is offline — no
 //! remote `$ref` is ever fetched — and `pattern`s use the linear-time `regex` engine, so a
 //! hostile pattern cannot stall the gateway (patterns needing look-around or
@@ -21,16 +21,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 
-use crate::errors::sanitize;
+use crate::sanitize;
 
 /// Most violations reported for one instance; further ones are not computed.
-pub const MAX_VIOLATIONS: usize = 8;
+pub(crate) const MAX_VIOLATIONS: usize = 8;
 /// A sensible cache size: one entry per distinct tool schema.
-pub const DEFAULT_CAPACITY: usize = 1024;
+pub(crate) const DEFAULT_CAPACITY: usize = 1024;
 
 /// One way in which an instance fails its schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// RFC 6901 pointer to the offending value in the instance; `""` is the root.
     ///
     /// As jsonschema reports it, a missing required property points at the object that
@@ -41,12 +41,12 @@ pub struct Violation {
     pub message: String,
 }
 
-/// Where a schema lives in the [`SchemaCache`]: its JSON text and the hash of that text.
+/// Where a schema lives in the `SchemaCache`: its JSON text and the hash of that text.
 ///
 /// Finding the entry takes the schema's text, and serialising the schema on every call
 /// would be wasted work; callers that validate against the same schema again and again
 /// (every `tools/call` of a tool) compute the key once, when they learn the schema, and
-/// use [`SchemaCache::validate_with_key`].
+/// use `SchemaCache::validate_with_key`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SchemaKey {
     /// Compared on every hit so that a hash collision cannot pick the wrong validator;
@@ -57,7 +57,7 @@ pub struct SchemaKey {
 
 impl SchemaKey {
     /// The key of `schema`.
-    pub fn of(schema: &Value) -> Self {
+    pub(crate) fn of(schema: &Value) -> Self {
         // Serialising a `Value` cannot fail: its map keys are strings.
         let text: Arc<str> = serde_json::to_string(schema).unwrap_or_default().into();
         let mut hasher = DefaultHasher::new();
@@ -80,7 +80,7 @@ impl std::fmt::Debug for SchemaKey {
 ///
 /// When full, the entry inserted first is evicted. A schema that fails to compile is
 /// cached too (as "validate nothing"), so its warning is logged once.
-pub struct SchemaCache {
+pub(crate) struct SchemaCache {
     capacity: usize,
     entries: Mutex<Entries>,
 }
@@ -104,7 +104,7 @@ struct Entry {
 
 impl SchemaCache {
     /// A cache holding at most `capacity` compiled schemas (at least one).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         SchemaCache { capacity: capacity.max(1), entries: Mutex::new(Entries::default()) }
     }
 
@@ -114,13 +114,18 @@ impl SchemaCache {
     /// A schema that fails to compile (invalid, unresolvable `$ref`, unsupported
     /// pattern) yields `Ok(())` and a warning in the log. Without `$schema`, the dialect
     /// is JSON Schema 2020-12, as MCP 2025-11-25 specifies.
-    pub fn validate(&self, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
+    pub(crate) fn validate(&self, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
         self.validate_with_key(&SchemaKey::of(schema), schema, instance)
     }
 
     /// [`validate`](Self::validate) with the schema's key computed beforehand, so that
     /// the schema is not serialised again. `key` must be `SchemaKey::of(schema)`.
-    pub fn validate_with_key(&self, key: &SchemaKey, schema: &Value, instance: &Value) -> Result<(), Vec<Violation>> {
+    pub(crate) fn validate_with_key(
+        &self,
+        key: &SchemaKey,
+        schema: &Value,
+        instance: &Value,
+    ) -> Result<(), Vec<Violation>> {
         let Some(validator) = self.validator(key, schema) else {
             return Ok(());
         };
@@ -136,7 +141,7 @@ impl SchemaCache {
     }
 
     /// Number of schemas currently cached.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().by_hash.len()
     }
 

@@ -33,7 +33,7 @@ use tower::Service;
 
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
-pub use state::{BreakerKey, State};
+pub use transition::{BreakerKey, State};
 
 use admission::Admission;
 

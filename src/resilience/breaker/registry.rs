@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::state::{Breaker, BreakerKey, State};
-use super::transition::Listener;
+use super::state::Breaker;
+use super::transition::{BreakerKey, Listener, State};
 use crate::config::BreakerConfig;
 
 /// Tool breakers per upstream, by default.

@@ -19,55 +19,9 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::classify::{Outcome, Verdict};
-use super::transition::{Listener, Reason, Transition};
+use super::transition::{BreakerKey, Listener, Reason, State, Transition};
 use super::window::Window;
 use crate::config::BreakerConfig;
-
-/// Which breaker: an upstream's own (`tool: None`) or one of its tools'.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BreakerKey {
-    /// The upstream's name.
-    pub upstream: Arc<str>,
-    /// The tool name as the upstream knows it, for a tool's breaker.
-    pub tool: Option<Arc<str>>,
-}
-
-impl fmt::Display for BreakerKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.tool {
-            Some(tool) => write!(f, "{}/{tool}", self.upstream),
-            None => f.write_str(&self.upstream),
-        }
-    }
-}
-
-/// A breaker's state, as reported to status pages and listeners.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum State {
-    /// Calls go through and are counted.
-    Closed,
-    /// Calls are refused without upstream traffic.
-    Open,
-    /// A bounded number of probe calls go through; the rest are refused.
-    HalfOpen,
-}
-
-impl State {
-    /// The state as logged: `closed`, `open` or `half_open`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Closed => "closed",
-            State::Open => "open",
-            State::HalfOpen => "half_open",
-        }
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A circuit breaker for one upstream or one tool.
 pub struct Breaker {
@@ -333,8 +287,7 @@ impl Inner {
 /// `break_duration · 2^(opens-1)`, ±20% jitter (so that breakers opened by one outage do
 /// not all probe at once), never longer than `max_break`.
 fn break_length(cfg: &BreakerConfig, opens: u32) -> Duration {
-    let factor = 1u32.checked_shl(opens.saturating_sub(1)).unwrap_or(u32::MAX);
-    let base = cfg.break_duration.saturating_mul(factor).min(cfg.max_break);
+    let base = crate::backoff::doubling(cfg.break_duration, cfg.max_break, opens.saturating_sub(1));
     let jitter: f64 = rand::rng().random_range(0.8..=1.2);
     Duration::try_from_secs_f64(base.as_secs_f64() * jitter).unwrap_or(base).min(cfg.max_break)
 }

@@ -1,10 +1,59 @@
-//! Breaker transitions: a structured event for each, and a hook for the rest of the
-//! gateway (metrics, hiding tools and `notifications/tools/list_changed`).
+//! Which breaker, the states it moves between, and its transitions: a structured event
+//! for each, and a hook for the rest of the gateway (metrics, hiding tools and
+//! `notifications/tools/list_changed`).
+//!
+//! A leaf of the breaker: the state machine in [`state`](super::state) reports through
+//! these types and imports nothing back.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::state::{BreakerKey, State};
+/// Which breaker: an upstream's own (`tool: None`) or one of its tools'.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BreakerKey {
+    /// The upstream's name.
+    pub upstream: Arc<str>,
+    /// The tool name as the upstream knows it, for a tool's breaker.
+    pub tool: Option<Arc<str>>,
+}
+
+impl fmt::Display for BreakerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tool {
+            Some(tool) => write!(f, "{}/{tool}", self.upstream),
+            None => f.write_str(&self.upstream),
+        }
+    }
+}
+
+/// A breaker's state, as reported to status pages and listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls go through and are counted.
+    Closed,
+    /// Calls are refused without upstream traffic.
+    Open,
+    /// A bounded number of probe calls go through; the rest are refused.
+    HalfOpen,
+}
+
+impl State {
+    /// The state as logged: `closed`, `open` or `half_open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Called after every transition with the breaker's key and its new state. Runs on the
 /// task that caused the transition, outside the breaker's lock: keep it short.

@@ -10,7 +10,6 @@
 //! attempts for `N` requests (and never more than `max_attempts · N`). With the defaults
 //! (20 %, 1/s) that is 130 attempts for 100 requests, 1,210 for 1,000.
 
-pub mod backoff;
 pub mod policy;
 
 use std::sync::Arc;
@@ -89,7 +88,7 @@ where
                 let class = error.class();
                 let delay = match policy::decide(&class, req.idempotent, attempt) {
                     Decision::Stop => return result,
-                    Decision::Retry => backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
+                    Decision::Retry => crate::backoff::full_jitter(config.base_delay, config.max_delay, attempt - 1),
                     Decision::RetryAfter(after) => after,
                 };
                 let free_retry = attempt == 1 && !class.reached;

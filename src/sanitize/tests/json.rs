@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::errors::sanitize::sanitize_json;
+use crate::sanitize::sanitize_json;
 
 #[test]
 fn json_strings_and_keys_are_sanitised() {

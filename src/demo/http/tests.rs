@@ -6,7 +6,7 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::demo::server::DemoConfig;
+use crate::demo::DemoConfig;
 
 struct Client {
     http: reqwest::Client,

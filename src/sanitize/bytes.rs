@@ -5,7 +5,7 @@
 //! Escapes (`\xNN`) and markers are read as the bytes and tokens they replaced, which
 //! is what makes a second pass find nothing new.
 
-use super::{ELLIPSIS, MARKERS};
+use super::markers::{ELLIPSIS, MARKERS};
 
 /// The byte at `i`, or 0 (a control byte, hence a delimiter) past the end.
 pub(super) fn at(b: &[u8], i: usize) -> u8 {

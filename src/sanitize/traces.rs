@@ -5,8 +5,8 @@
 
 use std::borrow::Cow;
 
-use super::MARK_TRACE;
 use super::bytes::escape_at;
+use super::markers::MARK_TRACE;
 
 /// Where in a multi-line trace the previous line left us.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Absolute file system paths: Unix, home-relative, Windows and UNC.
 
-use super::MARK_PATH;
 use super::bytes::{at, before, escape_at, escape_before, is_alnum, is_space_or_control, run_end, word_start};
-use super::redact::Span;
+use super::markers::MARK_PATH;
+use super::span::Span;
 
 /// Single-component absolute paths that are file system roots rather than, say, routes.
 const KNOWN_ROOTS: &[&[u8]] = &[

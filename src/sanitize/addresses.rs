@@ -1,8 +1,8 @@
 //! IP addresses: IPv4 and IPv6, with an optional port or prefix length.
 
-use super::MARK_HOST;
 use super::bytes::{at, before, escape_before, is_alnum, marker_before, run_end, word_continues};
-use super::redact::Span;
+use super::markers::MARK_HOST;
+use super::span::Span;
 
 /// `10.0.3.7`, `10.0.3.7:5432`, `10.0.0.0/8`.
 pub(super) fn ipv4(b: &[u8], spans: &mut Vec<Span>) {

@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{ELLIPSIS, sanitize};
+use super::markers::ELLIPSIS;
+use super::sanitize;
 
 /// Containers deeper than this become [`JSON_TRUNCATED`].
 const JSON_MAX_DEPTH: usize = 8;

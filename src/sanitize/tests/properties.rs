@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 
-use crate::errors::sanitize::tokens::looks_like_key;
-use crate::errors::sanitize::{quote, sanitize, scrub};
+use crate::sanitize::tokens::looks_like_key;
+use crate::sanitize::{quote, sanitize, scrub};
 
 /// Fragments that exercise every detector and their interplay with escapes and cuts.
 const SOUP: &[&str] = &[

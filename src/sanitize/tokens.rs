@@ -1,8 +1,8 @@
 //! Tokens recognisable by their shape: vendor prefixes, JWTs and long random blobs.
 
-use super::MARK_REDACTED;
 use super::bytes::{at, is_alnum, run_end, skip_escape, word_continues};
-use super::redact::Span;
+use super::markers::MARK_REDACTED;
+use super::span::Span;
 
 // --- tokens with a known prefix ---------------------------------------------------------
 

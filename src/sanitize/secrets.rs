@@ -2,11 +2,11 @@
 
 use std::borrow::Cow;
 
-use super::MARK_REDACTED;
 use super::bytes::{
     at, escape_at, find, is_alnum, is_control, is_marker, run_end, skip_escape, value_end, word_continues, word_start,
 };
-use super::redact::{Span, apply};
+use super::markers::MARK_REDACTED;
+use super::span::{Span, apply};
 
 // --- PEM blocks -------------------------------------------------------------------------
 

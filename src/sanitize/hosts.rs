@@ -1,8 +1,8 @@
 //! Host names: any name with a port, and internal names (`localhost`, `*.internal`) alone.
 
-use super::MARK_HOST;
 use super::bytes::{at, is_alnum, marker_at, marker_before, run_end, skip_escape, word_continues};
-use super::redact::Span;
+use super::markers::MARK_HOST;
+use super::span::Span;
 
 /// Host names that only make sense inside a network.
 const INTERNAL_SUFFIXES: &[&[u8]] =

@@ -1,33 +1,29 @@
 //! Streamable HTTP upstreams (legacy session era): one [`HttpLink`] per client session,
 //! all sharing one pooled [`reqwest::Client`] per upstream.
 
+mod stream;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::task::AbortHandle;
 
 use parking_lot::Mutex;
 
 use super::LinkShared;
-use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, UpstreamEvent, fresh_id};
-use crate::jsonrpc::{self, Id, Message, Notification};
+use super::cancel::CancelGuard;
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
-use crate::sse;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
-/// How many times a call's stream may be resumed without any new event arriving.
-const MAX_IDLE_RESUMES: u32 = 3;
-/// Upper bound on a server-requested reconnection delay.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
-
 /// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
-pub struct HttpUpstream {
+pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
     client: reqwest::Client,
@@ -38,7 +34,7 @@ pub struct HttpUpstream {
 
 impl HttpUpstream {
     /// Builds the upstream and its pooled client.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         url: &str,
         headers: &std::collections::BTreeMap<String, String>,
@@ -69,7 +65,7 @@ struct SessionState {
 }
 
 /// One MCP session with a Streamable HTTP upstream.
-pub struct HttpLink {
+pub(crate) struct HttpLink {
     me: Weak<HttpLink>,
     up: Arc<HttpUpstream>,
     pub(crate) shared: LinkShared,
@@ -97,7 +93,10 @@ enum Outcome {
 
 impl HttpLink {
     /// Opens a session: initialize handshake, then the standalone GET stream.
-    pub async fn connect(up: Arc<HttpUpstream>, init_params: InitParams) -> Result<Arc<HttpLink>, UpstreamError> {
+    pub(crate) async fn connect(
+        up: Arc<HttpUpstream>,
+        init_params: InitParams,
+    ) -> Result<Arc<HttpLink>, UpstreamError> {
         let link = Arc::new_cyclic(|me| HttpLink {
             me: me.clone(),
             up,
@@ -115,7 +114,7 @@ impl HttpLink {
     }
 
     /// The upstream's initialize result.
-    pub fn init_result(&self) -> Option<Arc<InitResult>> {
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
         self.state.lock().init.clone()
     }
 
@@ -160,7 +159,7 @@ impl HttpLink {
     }
 
     /// Opens the standalone GET stream, once: called when the client opens its own.
-    pub fn want_get_stream(self: &Arc<Self>) {
+    pub(crate) fn want_get_stream(self: &Arc<Self>) {
         if !self.get_wanted.swap(true, Ordering::SeqCst) && self.ready.load(Ordering::SeqCst) {
             self.start_get_stream();
         }
@@ -177,14 +176,19 @@ impl HttpLink {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+    pub(crate) async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let mut reinitialised = false;
         loop {
             let state = self.snapshot();
             let id = fresh_id();
             let body = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
-            let mut guard = CancelGuard { link: Arc::downgrade(self), id: id.clone(), armed: true };
+            let (link, sent) = (Arc::downgrade(self), id.clone());
+            let mut guard = CancelGuard::new(move |abandoned| {
+                if abandoned {
+                    send_cancel(&link, sent);
+                }
+            });
             let outcome = async {
                 let resp = self.post(body, &state).await?;
                 self.read_answer(resp, &id, Some(&call.events), &state).await
@@ -192,24 +196,26 @@ impl HttpLink {
             .await;
             match outcome {
                 Ok(Outcome::Reply(reply)) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Ok(reply);
                 }
                 Ok(Outcome::SessionExpired) if !reinitialised => {
-                    guard.armed = false;
+                    guard.disarm();
                     reinitialised = true;
                     self.reinitialize(state.generation).await?;
                 }
                 Ok(Outcome::SessionExpired) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Err(UpstreamError::SessionLost("the upstream rejected a fresh session".into()));
                 }
                 Ok(Outcome::Accepted) => {
-                    guard.armed = false;
+                    guard.disarm();
                     return Err(UpstreamError::Protocol("the upstream accepted a request without answering it".into()));
                 }
                 Err(e) => {
-                    guard.armed = e.may_have_reached();
+                    if !e.may_have_reached() {
+                        guard.disarm();
+                    }
                     return Err(e);
                 }
             }
@@ -217,13 +223,13 @@ impl HttpLink {
     }
 
     /// Sends a notification.
-    pub async fn notify(self: &Arc<Self>, n: Notification) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(self: &Arc<Self>, n: Notification) -> Result<(), UpstreamError> {
         let body = jsonrpc::encode_notification(&n.method, n.params.as_deref());
         self.send_one_way(body).await
     }
 
     /// Answers a server-initiated request.
-    pub async fn respond(self: &Arc<Self>, id: Id, body: Reply) -> Result<(), UpstreamError> {
+    pub(crate) async fn respond(self: &Arc<Self>, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let body = jsonrpc::encode_reply(Some(&id), &body);
         self.send_one_way(body).await
     }
@@ -242,7 +248,7 @@ impl HttpLink {
     }
 
     /// Ends the upstream session and stops the GET stream.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -298,143 +304,6 @@ impl HttpLink {
         }
         req.send().await.map_err(|e| UpstreamError::from_reqwest(&e))
     }
-
-    /// Reads the answer to a POSTed request: a JSON body, or an SSE stream carrying related
-    /// messages before the answer (resumed with `Last-Event-ID` if the upstream closes it early).
-    async fn read_answer(
-        self: &Arc<Self>,
-        resp: reqwest::Response,
-        id: &Id,
-        related: Option<&EventSink>,
-        state: &SessionState,
-    ) -> Result<Outcome, UpstreamError> {
-        let status = resp.status();
-        if status == http::StatusCode::NOT_FOUND && state.session_id.is_some() {
-            return Ok(Outcome::SessionExpired);
-        }
-        if status == http::StatusCode::ACCEPTED || status == http::StatusCode::NO_CONTENT {
-            return Ok(Outcome::Accepted);
-        }
-        if !status.is_success() {
-            return Err(status_error(&resp));
-        }
-        let content_type =
-            resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") {
-            if let Some(sink) = related {
-                sink.send(UpstreamEvent::Streaming);
-            }
-            return self.read_stream(resp, id, related, state).await;
-        }
-        if !content_type.starts_with("application/json") {
-            return Err(UpstreamError::Protocol(format!(
-                "unexpected content type {:?}",
-                content_type.chars().take(64).collect::<String>()
-            )));
-        }
-        let body = read_bounded(resp, self.up.max_message_bytes).await?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Outcome::Accepted);
-        }
-        let text = std::str::from_utf8(&body).map_err(|_| UpstreamError::Protocol("answer is not UTF-8".into()))?;
-        match jsonrpc::decode(text) {
-            Ok(Message::Response(r)) if &r.id == id => Ok(Outcome::Reply(r.body)),
-            Ok(_) => Err(UpstreamError::Protocol("the JSON answer is not the response to the request".into())),
-            Err(e) => Err(UpstreamError::Protocol(format!("invalid JSON-RPC answer: {e}"))),
-        }
-    }
-
-    async fn read_stream(
-        self: &Arc<Self>,
-        resp: reqwest::Response,
-        id: &Id,
-        related: Option<&EventSink>,
-        state: &SessionState,
-    ) -> Result<Outcome, UpstreamError> {
-        let mut last_event_id: Option<String> = None;
-        let mut retry = Duration::ZERO;
-        let mut idle_resumes = 0;
-        let mut stream = Box::pin(sse::decode_stream(resp.bytes_stream(), self.up.max_message_bytes));
-        loop {
-            let mut saw_event = false;
-            while let Some(event) = stream.next().await {
-                let event = event.map_err(|e| match e {
-                    sse::SseError::TooLarge(limit) => UpstreamError::TooLarge { limit },
-                    sse::SseError::Body(e) => UpstreamError::Io(e),
-                })?;
-                saw_event = true;
-                if let Some(ms) = event.retry {
-                    retry = Duration::from_millis(ms).min(MAX_RETRY_DELAY);
-                }
-                if event.id.is_some() {
-                    last_event_id.clone_from(&event.id);
-                }
-                if let Some(reply) = self.dispatch_event(&event, Some(id), related) {
-                    return Ok(Outcome::Reply(reply));
-                }
-            }
-            // The stream ended without our answer: resume it if the upstream gave event ids.
-            let Some(last) = last_event_id.as_deref() else {
-                return Err(UpstreamError::Io("the upstream closed the stream before answering".into()));
-            };
-            idle_resumes = if saw_event { 0 } else { idle_resumes + 1 };
-            if idle_resumes > MAX_IDLE_RESUMES {
-                return Err(UpstreamError::Io("the upstream stream keeps closing without answering".into()));
-            }
-            tokio::time::sleep(retry).await;
-            let resp = self.get(state, Some(last)).await?;
-            if !resp.status().is_success() {
-                return Err(status_error(&resp));
-            }
-            stream = Box::pin(sse::decode_stream(resp.bytes_stream(), self.up.max_message_bytes));
-        }
-    }
-
-    /// Handles one SSE event; returns the answer when it is the response to `id`.
-    fn dispatch_event(
-        self: &Arc<Self>,
-        event: &sse::Event,
-        id: Option<&Id>,
-        related: Option<&EventSink>,
-    ) -> Option<Reply> {
-        if event.data.trim().is_empty() {
-            return None; // priming or keep-alive event
-        }
-        match jsonrpc::decode(&event.data) {
-            Ok(Message::Response(r)) if Some(&r.id) == id => return Some(r.body),
-            Ok(Message::Response(r)) => {
-                tracing::debug!(upstream = %self.up.name, id = %r.id, "ignored a response to an unknown request");
-            }
-            Ok(Message::Notification(n)) => self.deliver(UpstreamEvent::Notification(n), related),
-            Ok(Message::Request(r)) if r.method == method::PING => {
-                let link = Arc::clone(self);
-                tokio::spawn(async move {
-                    let _ = link.respond(r.id, Ok(jsonrpc::to_raw(&serde_json::json!({})))).await;
-                });
-            }
-            Ok(Message::Request(r)) => self.deliver(UpstreamEvent::Request(r), related),
-            Err(e) => {
-                tracing::warn!(upstream = %self.up.name, error = %e, "skipped an invalid message from the upstream")
-            }
-        }
-        None
-    }
-
-    fn deliver(&self, event: UpstreamEvent, related: Option<&EventSink>) {
-        match related {
-            Some(sink) => self.shared.deliver_related(sink, event),
-            None => self.shared.deliver_unrelated(event),
-        }
-    }
-
-    /// Keeps a GET stream open for messages not tied to a request, reconnecting with backoff.
-    fn start_get_stream(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let handle = tokio::spawn(get_stream_loop(weak));
-        if let Some(old) = self.get_stream.lock().replace(handle.abort_handle()) {
-            old.abort();
-        }
-    }
 }
 
 impl Transport for HttpLink {
@@ -483,78 +352,19 @@ impl Transport for HttpLink {
     }
 }
 
-async fn get_stream_loop(weak: Weak<HttpLink>) {
-    let mut backoff = Duration::from_millis(500);
-    let mut last_event_id: Option<String> = None;
-    loop {
-        let Some(link) = weak.upgrade() else { return };
-        if link.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        let state = link.snapshot();
-        match link.get(&state, last_event_id.as_deref()).await {
-            Ok(resp) if resp.status() == http::StatusCode::METHOD_NOT_ALLOWED => return,
-            Ok(resp) if resp.status() == http::StatusCode::NOT_FOUND => return,
-            Ok(resp) if resp.status().is_success() => {
-                backoff = Duration::from_millis(500);
-                let stream = sse::decode_stream(resp.bytes_stream(), link.up.max_message_bytes);
-                drop(link);
-                if let Some(last) = pump_unrelated(&weak, stream).await {
-                    last_event_id = Some(last);
-                }
+/// Sends `notifications/cancelled` upstream for a call abandoned before its answer.
+fn send_cancel(link: &Weak<HttpLink>, id: Id) {
+    let Some(link) = link.upgrade() else {
+        return;
+    };
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let params = meta::cancelled_params(&id, "cancelled by the gateway");
+            let n = Notification { method: method::CANCELLED.into(), params: Some(params) };
+            if let Err(e) = link.notify(n).await {
+                tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
             }
-            Ok(resp) => {
-                tracing::debug!(upstream = %link.up.name, status = %resp.status(), "upstream refused the GET stream");
-            }
-            Err(e) => tracing::debug!(upstream = %link.up.name, error = %e, "GET stream failed"),
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-    }
-}
-
-/// Delivers a standalone stream's events; returns the last event id seen.
-async fn pump_unrelated(
-    weak: &Weak<HttpLink>,
-    stream: impl Stream<Item = Result<sse::Event, sse::SseError>>,
-) -> Option<String> {
-    let mut stream = Box::pin(stream);
-    let mut last = None;
-    while let Some(Ok(event)) = stream.next().await {
-        let link = weak.upgrade()?;
-        if event.id.is_some() {
-            last.clone_from(&event.id);
-        }
-        link.dispatch_event(&event, None, None);
-    }
-    last
-}
-
-/// Sends `notifications/cancelled` upstream when a call is abandoned before its answer.
-struct CancelGuard {
-    link: Weak<HttpLink>,
-    id: Id,
-    armed: bool,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Some(link) = self.link.upgrade() else {
-            return;
-        };
-        let id = self.id.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let params = meta::cancelled_params(&id, "cancelled by the gateway");
-                let n = Notification { method: method::CANCELLED.into(), params: Some(params) };
-                if let Err(e) = link.notify(n).await {
-                    tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
-                }
-            });
-        }
+        });
     }
 }
 
@@ -573,19 +383,4 @@ fn status_error(resp: &reqwest::Response) -> UpstreamError {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
     UpstreamError::HttpStatus { status: resp.status().as_u16(), retry_after }
-}
-
-/// Reads a body, refusing more than `limit` bytes.
-async fn read_bounded(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
-    if resp.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(UpstreamError::TooLarge { limit });
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| UpstreamError::from_reqwest(&e))? {
-        if body.len() + chunk.len() > limit {
-            return Err(UpstreamError::TooLarge { limit });
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }

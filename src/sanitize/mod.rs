@@ -23,7 +23,7 @@
 //! Steps 2–5 are [`scrub`], which long texts use on their own. Redaction comes before
 //! escaping and capping, so a secret is never half cut and left recognisable.
 //!
-//! [`quote`] runs steps 6 and 7 alone, for the few texts that must stay as written.
+//! `quote` runs steps 6 and 7 alone, for the few texts that must stay as written.
 //!
 //! Every scanner is a hand-written single pass over bytes — no regular expressions, no
 //! backtracking — so the cost is linear in the (bounded) input. The scanners read an
@@ -36,7 +36,8 @@
 //!
 //! One file per concern: `ansi` and `traces` (steps 2 and 4), then `redact` (step 5),
 //! which runs the detectors in `urls`, `paths`, `addresses`, `hosts`, `secrets` (also
-//! step 3) and `tokens` over the byte helpers in `bytes`; `json` bounds whole JSON
+//! step 3) and `tokens` over the byte helpers in `bytes`; each detector reports a
+//! `span::Span` to replace with one of the texts in `markers`; `json` bounds whole JSON
 //! values. This file holds the pipeline, escaping and capping.
 
 mod addresses;
@@ -44,9 +45,11 @@ mod ansi;
 mod bytes;
 mod hosts;
 mod json;
+mod markers;
 mod paths;
 mod redact;
 mod secrets;
+mod span;
 mod tokens;
 mod traces;
 mod urls;
@@ -57,6 +60,7 @@ use serde_json::Value;
 
 use ansi::strip_ansi;
 use bytes::{is_alnum, is_space_or_control};
+use markers::{ELLIPSIS, MARK_REDACTED, MARKERS};
 use redact::redact;
 use secrets::redact_pem_blocks;
 use traces::reduce_traces;
@@ -65,21 +69,6 @@ use traces::reduce_traces;
 pub const IDENT_CAP: usize = 80;
 /// Cap in bytes for longer quoted text: URIs, causes, messages.
 pub const TEXT_CAP: usize = 256;
-
-/// Replaces a credential or anything too risky to show.
-const MARK_REDACTED: &str = "[redacted]";
-/// Replaces an absolute file system path.
-const MARK_PATH: &str = "[path]";
-/// Replaces a URL.
-const MARK_URL: &str = "[url]";
-/// Replaces an IP address, `host:port`, or an internal host name.
-const MARK_HOST: &str = "[host]";
-/// Stands for a stack trace that had no headline to keep.
-const MARK_TRACE: &str = "[trace]";
-/// Every marker; a value that already is one is left alone.
-const MARKERS: [&str; 5] = [MARK_REDACTED, MARK_PATH, MARK_URL, MARK_HOST, MARK_TRACE];
-/// Ends a text that was cut.
-const ELLIPSIS: &str = "...";
 
 /// How much of the input is looked at, at least. The output is at most `cap` bytes, so
 /// scanning a megabyte to produce 256 bytes would be wasted work.
@@ -121,7 +110,7 @@ pub fn text(text: &str) -> String {
 /// back as written: a URI it sent itself, or a URL an upstream asks it to open. Bytes
 /// outside printable ASCII become `\xNN`; past `cap` bytes the text is cut and ends in
 /// `...` (never inside an escape).
-pub fn quote(text: &str, cap: usize) -> String {
+pub(crate) fn quote(text: &str, cap: usize) -> String {
     let full: usize = text.bytes().map(escaped_len).sum();
     if full <= cap {
         return escape_within(text, full);
@@ -154,7 +143,7 @@ fn pass(text: &str, cap: usize) -> String {
 /// The result is bounded: containers nested deeper than 8 levels become `"[truncated]"`,
 /// at most 64 entries are kept per container and about 4 KiB in total; what is dropped is
 /// counted in a trailing `"[N more]"` entry (under the key `"..."` in objects).
-pub fn sanitize_json(value: &Value, cap: usize) -> Value {
+pub(crate) fn sanitize_json(value: &Value, cap: usize) -> Value {
     let mut budget = json::JSON_BUDGET;
     json::json_value(value, cap, 0, &mut budget)
 }

@@ -1,7 +1,7 @@
 //! Stack traces lose their frames and keep their headlines.
 
 use super::big;
-use crate::errors::sanitize::scrub;
+use crate::sanitize::scrub;
 
 #[test]
 fn python_trace_is_reduced_to_its_headline() {

@@ -4,15 +4,16 @@
 //! stay raw JSON ([`RawValue`]) so that whatever a peer sends — unknown fields, number
 //! formats, key order — is forwarded byte for byte unless the gateway changes it.
 
-use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+mod id;
+
+pub use id::Id;
+use id::null_raw;
+
 /// Standard JSON-RPC and MCP error codes the gateway itself emits.
-pub mod code {
+pub(crate) mod code {
     /// Invalid JSON was received.
     pub const PARSE_ERROR: i64 = -32700;
     /// The JSON sent is not a valid request object.
@@ -37,103 +38,6 @@ pub mod code {
     pub const REQUEST_CANCELLED: i64 = -32800;
     /// The client must complete a URL elicitation first (MCP 2025-11-25).
     pub const URL_ELICITATION_REQUIRED: i64 = -32042;
-}
-
-/// A JSON-RPC request id: a string or an integer (MCP forbids fractions, exponents and
-/// `null`), kept exactly as the peer wrote it. Integers of any length are accepted, as
-/// JSON-RPC allows; they are compared and echoed as text.
-#[derive(Clone)]
-pub struct Id(Arc<RawValue>);
-
-impl Id {
-    /// An id from a gateway-minted number.
-    pub fn number(n: u64) -> Id {
-        Id::from_raw(RawValue::from_string(n.to_string()).unwrap_or_else(|_| null_raw()))
-    }
-
-    /// An id from a gateway-minted string.
-    pub fn string(s: &str) -> Id {
-        let text = serde_json::to_string(s).unwrap_or_else(|_| "null".to_owned());
-        Id::from_raw(RawValue::from_string(text).unwrap_or_else(|_| null_raw()))
-    }
-
-    fn from_raw(raw: Box<RawValue>) -> Id {
-        Id(Arc::from(raw))
-    }
-
-    /// The id's JSON text (`1`, `"abc"`).
-    pub fn as_json(&self) -> &str {
-        self.0.get()
-    }
-
-    /// The raw JSON value.
-    pub fn raw(&self) -> &RawValue {
-        &self.0
-    }
-
-    /// The id as a JSON value.
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
-    }
-
-    /// Builds an id from a JSON value; `None` unless it is a string or an integer.
-    pub fn from_value(value: &serde_json::Value) -> Option<Id> {
-        match value {
-            serde_json::Value::String(_) | serde_json::Value::Number(_) => {
-                let text = serde_json::to_string(value).ok()?;
-                Id::from_raw_checked(RawValue::from_string(text).ok()?)
-            }
-            _ => None,
-        }
-    }
-
-    /// Accepts a peer's raw id only in a form MCP allows.
-    fn from_raw_checked(raw: Box<RawValue>) -> Option<Id> {
-        is_valid_id(raw.get()).then(|| Id::from_raw(raw))
-    }
-}
-
-/// Whether `text` (one JSON value) is an id MCP allows: a string, or an integer literal
-/// `-?[0-9]+` other than `-0`. With `arbitrary_precision` numbers keep their text, so
-/// `1.5`, `1e3` and `-0` would otherwise be echoed as ids.
-fn is_valid_id(text: &str) -> bool {
-    if text.starts_with('"') {
-        return true;
-    }
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-    integer && text != "-0"
-}
-
-fn null_raw() -> Box<RawValue> {
-    RawValue::NULL.to_owned()
-}
-
-impl PartialEq for Id {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_json() == other.as_json()
-    }
-}
-impl Eq for Id {}
-impl Hash for Id {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_json().hash(state)
-    }
-}
-impl fmt::Debug for Id {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_json())
-    }
-}
-impl fmt::Display for Id {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_json())
-    }
-}
-impl Serialize for Id {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
-    }
 }
 
 /// A request: has a method and an id.
@@ -343,17 +247,17 @@ struct OutError<'a> {
 }
 
 /// Encodes a request.
-pub fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
+pub(crate) fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
     to_json(&OutRequest { jsonrpc: "2.0", id, method, params })
 }
 
 /// Encodes a notification.
-pub fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
+pub(crate) fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
     to_json(&OutNotification { jsonrpc: "2.0", method, params })
 }
 
 /// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
-pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
+pub(crate) fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
     match (body, id) {
         (Ok(result), Some(id)) => to_json(&OutResult { jsonrpc: "2.0", id, result }),
         (Ok(result), None) => to_json(&OutError { jsonrpc: "2.0", id: None, error: result }),
@@ -362,7 +266,7 @@ pub fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> S
 }
 
 /// Encodes a response from an owned result-or-error.
-pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>) -> String {
+pub(crate) fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>) -> String {
     match body {
         Ok(result) => encode_response(id, Ok(result)),
         Err(error) => encode_response(id, Err(error)),
@@ -370,13 +274,13 @@ pub fn encode_reply(id: Option<&Id>, body: &Result<Box<RawValue>, Box<RawValue>>
 }
 
 /// Encodes an error response built by the gateway.
-pub fn encode_error(id: Option<&Id>, code: i64, message: &str, data: Option<serde_json::Value>) -> String {
+pub(crate) fn encode_error(id: Option<&Id>, code: i64, message: &str, data: Option<serde_json::Value>) -> String {
     let error = error_object(code, message, data);
     encode_response(id, Err(&error))
 }
 
 /// Builds a raw JSON-RPC error object.
-pub fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
+pub(crate) fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
     let mut obj = serde_json::Map::new();
     obj.insert("code".into(), code.into());
     obj.insert("message".into(), message.into());
@@ -396,7 +300,7 @@ pub fn encode(msg: &Message) -> String {
 }
 
 /// Serialises a value the gateway built; these types cannot fail to serialise.
-pub fn to_json<T: Serialize>(value: &T) -> String {
+pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| {
         tracing::error!(error = %e, "serialisation of a gateway-built message failed");
         String::from("null")
@@ -404,17 +308,18 @@ pub fn to_json<T: Serialize>(value: &T) -> String {
 }
 
 /// Serialises a value into a raw JSON value.
-pub fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
+pub(crate) fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
     RawValue::from_string(to_json(value)).unwrap_or_else(|_| null_raw())
 }
 
 /// Parses a raw value into a typed view; `None` when it does not fit.
-pub fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+pub(crate) fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
-/// Parses raw JSON text into a `RawValue`, rejecting invalid JSON.
-pub fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
+/// Parses raw JSON text into a `RawValue`, rejecting invalid JSON (for tests).
+#[cfg(test)]
+pub(crate) fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
     let raw: &RawValue = serde_json::from_str(text)?;
     Ok(raw.to_owned())
 }

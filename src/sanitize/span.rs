@@ -1,11 +1,5 @@
-//! Redaction: detectors report byte spans, which are then replaced by their markers.
-
-use super::addresses::{ipv4, ipv6};
-use super::hosts::hostnames;
-use super::paths::paths;
-use super::secrets::{auth_schemes, key_values};
-use super::tokens::{blobs, prefixed_tokens};
-use super::urls::urls;
+//! What a detector reports — a byte span and the marker that replaces it — and the
+//! replacing itself. A leaf: the detectors and [`redact`](super::redact) share it.
 
 /// A byte range of the text to replace with a marker.
 #[derive(Clone, Copy, Debug)]
@@ -13,23 +7,6 @@ pub(super) struct Span {
     pub(super) start: usize,
     pub(super) end: usize,
     pub(super) marker: &'static str,
-}
-
-/// Replaces every sensitive span with its marker. Detectors run independently; where
-/// their spans overlap, the union is replaced by the marker of the one starting first.
-pub(super) fn redact(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut spans = Vec::new();
-    urls(b, &mut spans);
-    key_values(b, &mut spans);
-    auth_schemes(b, &mut spans);
-    prefixed_tokens(b, &mut spans);
-    blobs(b, &mut spans);
-    paths(b, &mut spans);
-    ipv4(b, &mut spans);
-    ipv6(b, &mut spans);
-    hostnames(b, &mut spans);
-    apply(text, spans)
 }
 
 /// Replaces `spans` of `text` with their markers; overlapping spans merge into one.

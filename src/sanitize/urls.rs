@@ -1,8 +1,8 @@
 //! URLs: `scheme://…` up to whitespace or a quote, minus trailing punctuation.
 
-use super::MARK_URL;
 use super::bytes::{find, is_alnum, is_space_or_control, marker_at};
-use super::redact::Span;
+use super::markers::MARK_URL;
+use super::span::Span;
 
 fn is_scheme_byte(c: u8) -> bool {
     is_alnum(c) || matches!(c, b'+' | b'.' | b'-')

@@ -1,0 +1,316 @@
+//! The configuration of upstreams: the defaults every upstream shares and one
+//! upstream's own settings, with their documented defaults and small accessors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::resilience::{
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+};
+
+/// Defaults applied to every upstream unless it overrides them.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Defaults {
+    /// Timeouts per method class.
+    pub timeouts: Timeouts,
+    /// Retries of idempotent requests.
+    pub retry: RetryConfig,
+    /// Circuit breakers per upstream and per tool.
+    pub breaker: BreakerConfig,
+    /// Load shedding per upstream.
+    pub concurrency: ConcurrencyConfig,
+}
+
+/// Timeouts for talking to an upstream.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// TCP/TLS connect, or process spawn plus the `initialize` handshake (duration).
+    /// Default `5s`.
+    #[serde(with = "humantime_serde")]
+    pub connect: Duration,
+    /// Any request other than `tools/call` (duration). Default `15s`.
+    #[serde(with = "humantime_serde")]
+    pub request: Duration,
+    /// `tools/call` when the tool sends no progress (duration). Default `60s`.
+    #[serde(with = "humantime_serde")]
+    pub tool_call: Duration,
+    /// `tools/call`: an attempt that hears nothing from the upstream for this long is
+    /// abandoned; each progress notification resets it and extends the call's deadline to
+    /// at least now + `tool_idle` (duration). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub tool_idle: Duration,
+    /// `tools/call`: hard cap however much progress arrives (duration). Default `300s`.
+    #[serde(with = "humantime_serde")]
+    pub tool_max: Duration,
+    /// One attempt of an idempotent request that hears nothing from the upstream for this
+    /// long is abandoned and, if the deadline leaves room, retried (on another endpoint of
+    /// a replicated upstream); progress restarts it (duration). Default: unset, an attempt
+    /// may use the whole deadline.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(15),
+            tool_call: Duration::from_secs(60),
+            tool_idle: Duration::from_secs(30),
+            tool_max: Duration::from_secs(300),
+            attempt: None,
+        }
+    }
+}
+
+/// Per-upstream override of `defaults.timeouts`; an absent field keeps the default.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutOverrides {
+    /// Overrides `defaults.timeouts.connect` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub connect: Option<Duration>,
+    /// Overrides `defaults.timeouts.request` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub request: Option<Duration>,
+    /// Overrides `defaults.timeouts.tool_call` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<Duration>,
+    /// Overrides `defaults.timeouts.tool_idle` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub tool_idle: Option<Duration>,
+    /// Overrides `defaults.timeouts.tool_max` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub tool_max: Option<Duration>,
+    /// Overrides `defaults.timeouts.attempt` (duration). Default: not overridden.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<Duration>,
+}
+
+/// How client sessions share a stdio upstream process.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StdioShare {
+    /// One process for all client sessions. Client features (sampling, elicitation,
+    /// roots) are not offered to it, since it cannot tell clients apart.
+    #[default]
+    Shared,
+    /// One process per client session.
+    PerSession,
+}
+
+/// Backoff between restarts of a dead stdio process: exponential, doubling from
+/// `base_delay` up to `max_delay`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RestartConfig {
+    /// Delay before the first restart (duration). Default `250ms`.
+    #[serde(with = "humantime_serde")]
+    pub base_delay: Duration,
+    /// Longest delay between restarts (duration). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub max_delay: Duration,
+}
+
+impl Default for RestartConfig {
+    fn default() -> Self {
+        RestartConfig { base_delay: Duration::from_millis(250), max_delay: Duration::from_secs(30) }
+    }
+}
+
+/// One MCP server behind the gateway: a stdio process (`command`) or a Streamable HTTP
+/// endpoint (`url`), exactly one of the two.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Unique name, `[A-Za-z0-9_-]{1,64}`, not containing `name_separator`. Required.
+    pub name: String,
+    /// stdio: program to run; `seawall` means the running seawall binary itself.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// stdio: arguments to `command`. Default `[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// stdio: extra environment variables; values may use `${VAR}` (expanded at load,
+    /// an unset VAR is an error). Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// stdio: working directory of the process. Default: the gateway's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// stdio: `shared` or `per_session`. Default `shared`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub share: StdioShare,
+    /// stdio: backoff between restarts of a dead process.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub restart: RestartConfig,
+    /// stdio: after closing stdin wait this long, then SIGTERM, wait again, then SIGKILL
+    /// (duration). Default `2s`.
+    #[serde(
+        default = "default_shutdown_grace",
+        skip_serializing_if = "is_default_shutdown_grace",
+        with = "humantime_serde"
+    )]
+    pub shutdown_grace: Duration,
+    /// stdio `per_session`: most processes running at once; sessions beyond it find the
+    /// upstream unavailable (count). Default `64`.
+    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
+    pub max_processes: usize,
+    /// HTTP: `http://` or `https://` URL of the MCP endpoint. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP: static headers sent on every upstream request (e.g. credentials); values may
+    /// use `${VAR}`. Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// HTTP: further replicas of the same server; requests are balanced across `url` and
+    /// these, a retry goes to another one, and one that keeps failing is ejected for a
+    /// while. Default `[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
+    /// Per-upstream override of `defaults.timeouts`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<TimeoutOverrides>,
+    /// Per-upstream override of `defaults.retry`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryOverrides>,
+    /// Per-upstream override of `defaults.breaker`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerOverrides>,
+    /// Per-upstream override of `defaults.concurrency`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyOverrides>,
+    /// Believe this upstream's tool annotations: tools it marks `readOnlyHint` or
+    /// `idempotentHint` are retried like idempotent ones. Default `false`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trust_annotations: bool,
+    /// Per-tool settings, by the tool's name on the upstream. Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+fn default_max_processes() -> usize {
+    64
+}
+
+fn is_default_max_processes(value: &usize) -> bool {
+    *value == default_max_processes()
+}
+
+fn default_shutdown_grace() -> Duration {
+    Duration::from_secs(2)
+}
+
+// Serialization leaves defaulted upstream fields out, so a serialized HTTP upstream
+// does not appear to set stdio-only fields.
+fn is_default_shutdown_grace(value: &Duration) -> bool {
+    *value == default_shutdown_grace()
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+impl Default for UpstreamConfig {
+    /// An unnamed upstream with every optional field at its default (not valid as is:
+    /// it needs a `name` and a `command` or `url`).
+    fn default() -> Self {
+        UpstreamConfig {
+            name: String::new(),
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            share: StdioShare::default(),
+            restart: RestartConfig::default(),
+            shutdown_grace: default_shutdown_grace(),
+            max_processes: default_max_processes(),
+            url: None,
+            headers: BTreeMap::new(),
+            endpoints: Vec::new(),
+            timeouts: None,
+            retry: None,
+            breaker: None,
+            concurrency: None,
+            trust_annotations: false,
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+/// The transport of an upstream, borrowed from its [`UpstreamConfig`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UpstreamKind<'a> {
+    /// A child process speaking MCP over stdin/stdout.
+    Stdio {
+        /// Program to run.
+        command: &'a str,
+        /// Its arguments.
+        args: &'a [String],
+        /// Extra environment (already expanded).
+        env: &'a BTreeMap<String, String>,
+        /// Working directory.
+        cwd: Option<&'a Path>,
+        /// Shared or per client session.
+        share: StdioShare,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The MCP endpoint URL.
+        url: &'a str,
+        /// Static headers (already expanded).
+        headers: &'a BTreeMap<String, String>,
+    },
+}
+
+impl UpstreamConfig {
+    /// The transport of this upstream. Meaningful after validation (exactly one of
+    /// `command` / `url` set); before it, `command` wins and neither gives an empty
+    /// stdio command.
+    pub fn kind(&self) -> UpstreamKind<'_> {
+        match (&self.command, &self.url) {
+            (None, Some(url)) => UpstreamKind::Http { url, headers: &self.headers },
+            (command, _) => UpstreamKind::Stdio {
+                command: command.as_deref().unwrap_or_default(),
+                args: &self.args,
+                env: &self.env,
+                cwd: self.cwd.as_deref(),
+                share: self.share,
+            },
+        }
+    }
+
+    /// The effective timeouts: this upstream's overrides on top of `defaults`.
+    pub fn timeouts(&self, defaults: &Timeouts) -> Timeouts {
+        let o = self.timeouts.unwrap_or_default();
+        Timeouts {
+            connect: o.connect.unwrap_or(defaults.connect),
+            request: o.request.unwrap_or(defaults.request),
+            tool_call: o.tool_call.unwrap_or(defaults.tool_call),
+            tool_idle: o.tool_idle.unwrap_or(defaults.tool_idle),
+            tool_max: o.tool_max.unwrap_or(defaults.tool_max),
+            attempt: o.attempt.or(defaults.attempt),
+        }
+    }
+
+    /// Retry settings: the defaults with this upstream's overrides.
+    pub fn retry(&self, defaults: &RetryConfig) -> RetryConfig {
+        self.retry.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// Breaker settings: the defaults with this upstream's overrides.
+    pub fn breaker(&self, defaults: &BreakerConfig) -> BreakerConfig {
+        self.breaker.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// Concurrency settings: the defaults with this upstream's overrides.
+    pub fn concurrency(&self, defaults: &ConcurrencyConfig) -> ConcurrencyConfig {
+        self.concurrency.map_or(*defaults, |o| o.apply(defaults))
+    }
+}

@@ -1,0 +1,278 @@
+//! stdio upstreams: a supervised child process speaking newline-delimited JSON.
+//!
+//! The supervisor starts the process, performs the initialize handshake, restarts it with
+//! exponential backoff when it dies (failing in-flight calls at once), and stops it the
+//! polite way: close stdin, wait, SIGTERM, wait, SIGKILL. stderr is logged, never treated
+//! as an error; lines on stdout that are not JSON-RPC are logged and skipped.
+//!
+//! This file holds the link calls use; `process` runs the child (spawn, handshake,
+//! restarts, shutdown) and `pipes` reads and writes its stdio.
+
+mod pipes;
+mod process;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use parking_lot::Mutex;
+
+use super::LinkShared;
+use super::cancel::CancelGuard;
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use crate::jsonrpc::{self, Id, Notification};
+use crate::mcp::init::{InitParams, InitResult};
+use crate::mcp::{meta, method};
+use process::supervise;
+
+/// How to run one configured stdio upstream.
+#[derive(Debug, Clone)]
+pub struct StdioUpstream {
+    /// The upstream's name (for logs).
+    pub name: Arc<str>,
+    /// Program to run.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// First restart delay.
+    pub restart_base: Duration,
+    /// Longest restart delay.
+    pub restart_max: Duration,
+    /// Wait after closing stdin before SIGTERM, and after SIGTERM before SIGKILL.
+    pub shutdown_grace: Duration,
+    /// Longest line accepted on stdout.
+    pub max_line_bytes: usize,
+    /// Time allowed for spawn + initialize, and for a call to wait for a restart.
+    pub connect_timeout: Duration,
+}
+
+/// The state of the child process as calls see it.
+#[derive(Clone)]
+enum ProcState {
+    Starting,
+    Ready(Arc<Proc>),
+    Down(String),
+    Closed,
+}
+
+/// One running child process.
+struct Proc {
+    stdin: mpsc::Sender<String>,
+    pending: Mutex<HashMap<Id, Pending>>,
+    init: Arc<InitResult>,
+}
+
+struct Pending {
+    tx: oneshot::Sender<Reply>,
+    related: EventSink,
+}
+
+/// A supervised stdio upstream.
+pub struct StdioLink {
+    up: Arc<StdioUpstream>,
+    pub(crate) shared: LinkShared,
+    init_params: InitParams,
+    /// Whether client features (sampling, elicitation, roots) may be relayed: false when
+    /// the process is shared by several client sessions.
+    offers_client_features: bool,
+    state: watch::Sender<ProcState>,
+    closing: AtomicBool,
+    closed_tx: watch::Sender<bool>,
+    /// A slot of the upstream's process budget, released when the link goes.
+    permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// The initialize result of the last process that completed its handshake.
+    last_init: Mutex<Option<Arc<InitResult>>>,
+}
+
+impl StdioLink {
+    /// Starts the supervisor; the process starts and restarts in the background.
+    pub(crate) fn spawn(
+        up: Arc<StdioUpstream>,
+        init_params: InitParams,
+        offers_client_features: bool,
+    ) -> Arc<StdioLink> {
+        let link = Arc::new(StdioLink {
+            up,
+            shared: LinkShared::default(),
+            init_params,
+            offers_client_features,
+            state: watch::channel(ProcState::Starting).0,
+            closing: AtomicBool::new(false),
+            closed_tx: watch::channel(false).0,
+            permit: Mutex::new(None),
+            last_init: Mutex::new(None),
+        });
+        tokio::spawn(supervise(Arc::downgrade(&link)));
+        link
+    }
+
+    /// Starts the supervisor and waits for the first successful handshake (up to the
+    /// connect timeout); on failure the process is stopped again.
+    pub(crate) async fn start(
+        up: Arc<StdioUpstream>,
+        init_params: InitParams,
+        offers_client_features: bool,
+    ) -> Result<Arc<StdioLink>, UpstreamError> {
+        let link = StdioLink::spawn(up, init_params, offers_client_features);
+        match link.ready(link.up.connect_timeout).await {
+            Ok(_) => Ok(link),
+            Err(e) => {
+                link.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps a slot of the upstream's process budget until the link is closed.
+    pub(crate) fn hold(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        *self.permit.lock() = Some(permit);
+    }
+
+    /// Waits until the process is running and initialised (up to the connect timeout).
+    pub(crate) async fn wait_ready(&self) -> Result<(), UpstreamError> {
+        self.ready(self.up.connect_timeout).await.map(|_| ())
+    }
+
+    /// The initialize result of the running process, or while it is being restarted, of
+    /// the last one: what the upstream serves does not go away with a crash.
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
+        if let ProcState::Ready(p) = &*self.state.borrow() {
+            return Some(Arc::clone(&p.init));
+        }
+        self.last_init.lock().clone()
+    }
+
+    /// Whether the process is running and initialised now.
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(&*self.state.borrow(), ProcState::Ready(_))
+    }
+
+    /// Waits for a running, initialised process, at most `limit` (a process being
+    /// restarted is waited for, so a crash costs the calls that arrive meanwhile only time).
+    async fn ready(&self, limit: Duration) -> Result<Arc<Proc>, UpstreamError> {
+        let mut rx = self.state.subscribe();
+        let wait = async {
+            loop {
+                match &*rx.borrow_and_update() {
+                    ProcState::Ready(p) => return Ok(Arc::clone(p)),
+                    ProcState::Closed => {
+                        return Err(UpstreamError::NotRunning("the upstream is shut down".into()));
+                    }
+                    ProcState::Starting | ProcState::Down(_) => {}
+                }
+                if rx.changed().await.is_err() {
+                    return Err(UpstreamError::NotRunning("the upstream supervisor stopped".into()));
+                }
+            }
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(UpstreamError::NotRunning(match &*self.state.borrow() {
+                ProcState::Down(why) => why.clone(),
+                _ => "the upstream process did not become ready in time".into(),
+            })),
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub(crate) async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        let wait = call.attempt_deadline.unwrap_or_else(|| call.clock.deadline());
+        let proc = self.ready(wait.saturating_duration_since(tokio::time::Instant::now())).await?;
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
+        let id = fresh_id();
+        let (tx, rx) = oneshot::channel();
+        proc.pending.lock().insert(id.clone(), Pending { tx, related: call.events.clone() });
+        let line = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
+        if proc.stdin.send(line).await.is_err() {
+            proc.pending.lock().remove(&id);
+            return Err(UpstreamError::NotRunning("the upstream process is exiting".into()));
+        }
+        let weak = Arc::downgrade(&proc);
+        let mut guard = CancelGuard::new(move |abandoned| end_call(&weak, &id, abandoned));
+        let reply = rx.await.map_err(|_| UpstreamError::ProcessExited);
+        guard.disarm();
+        reply
+    }
+
+    /// Sends a notification.
+    pub(crate) async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
+        let proc = self.ready(self.up.connect_timeout).await?;
+        let line = jsonrpc::encode_notification(&n.method, n.params.as_deref());
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
+    }
+
+    /// Answers a server-initiated request.
+    pub(crate) async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
+        let proc = self.ready(self.up.connect_timeout).await?;
+        let line = jsonrpc::encode_reply(Some(&id), &body);
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
+    }
+
+    /// Stops the process (close stdin, SIGTERM, SIGKILL) and the supervisor.
+    pub(crate) async fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.closed_tx.send_replace(true);
+        let mut rx = self.state.subscribe();
+        let grace = self.up.shutdown_grace * 2 + Duration::from_secs(1);
+        let _ = tokio::time::timeout(grace, rx.wait_for(|s| matches!(s, ProcState::Closed))).await;
+        self.permit.lock().take();
+    }
+
+    fn set_state(&self, state: ProcState) {
+        self.state.send_replace(state);
+    }
+}
+
+impl Transport for StdioLink {
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>> {
+        Box::pin(self.call(call))
+    }
+
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(StdioLink::notify(self, n))
+    }
+
+    fn respond(&self, _endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(StdioLink::respond(self, id, body))
+    }
+
+    fn init_result(&self) -> Option<Arc<InitResult>> {
+        StdioLink::init_result(self)
+    }
+
+    fn subscribe(&self, key: u64, sink: EventSink) {
+        self.shared.fanout.subscribe(key, sink);
+    }
+
+    fn unsubscribe(&self, key: u64) {
+        self.shared.fanout.unsubscribe(key);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(StdioLink::close(self))
+    }
+}
+
+/// Forgets a call that is over; sends `notifications/cancelled` for one abandoned
+/// before its answer.
+fn end_call(proc: &Weak<Proc>, id: &Id, abandoned: bool) {
+    let Some(proc) = proc.upgrade() else {
+        return;
+    };
+    proc.pending.lock().remove(id);
+    if abandoned {
+        let params = meta::cancelled_params(id, "cancelled by the gateway");
+        let line = jsonrpc::encode_notification(method::CANCELLED, Some(&params));
+        if proc.stdin.try_send(line).is_err() {
+            tracing::debug!("could not deliver a cancellation: stdin is busy or closed");
+        }
+    }
+}

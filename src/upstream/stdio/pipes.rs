@@ -1,0 +1,190 @@
+//! The child's pipes: stdout read as bounded lines and routed, stdin written line by
+//! line, stderr logged.
+
+use std::sync::{Arc, Weak};
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::{Proc, StdioLink};
+use crate::call::{EventSink, Reply, UpstreamEvent};
+use crate::jsonrpc::{self, Id, Message};
+use crate::mcp::method;
+
+/// Longest stderr line logged; the rest is cut.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+
+/// Reads stdout until EOF, routing each message.
+pub(super) async fn read_stdout(link: Weak<StdioLink>, proc: Weak<Proc>, mut stdout: impl AsyncBufRead + Unpin) {
+    let mut buf = Vec::new();
+    loop {
+        let outcome = read_line_bounded(&mut stdout, &mut buf, max_line(&link)).await;
+        let (Some(link), Some(proc)) = (link.upgrade(), proc.upgrade()) else {
+            return;
+        };
+        match outcome {
+            Line::Eof => return,
+            Line::TooLong => {
+                tracing::warn!(upstream = %link.up.name, limit = link.up.max_line_bytes, "skipped an over-long line on stdout");
+            }
+            Line::Text => match jsonrpc::decode(&String::from_utf8_lossy(&buf)) {
+                Ok(msg) => route(&link, &proc, msg),
+                Err(e) => {
+                    tracing::warn!(upstream = %link.up.name, error = %e, "skipped a line on stdout that is not JSON-RPC")
+                }
+            },
+        }
+    }
+}
+
+fn max_line(link: &Weak<StdioLink>) -> usize {
+    link.upgrade().map_or(1024 * 1024, |l| l.up.max_line_bytes)
+}
+
+fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
+    match msg {
+        Message::Response(r) => match proc.pending.lock().remove(&r.id) {
+            Some(p) => {
+                let _ = p.tx.send(r.body);
+            }
+            None => {
+                tracing::debug!(upstream = %link.up.name, id = %r.id, "ignored a response to an unknown request")
+            }
+        },
+        Message::Notification(n) => link.shared.deliver_unrelated(UpstreamEvent::Notification(n)),
+        Message::Request(r) if r.method == method::PING => {
+            answer(proc, &r.id, Ok(jsonrpc::to_raw(&serde_json::json!({}))))
+        }
+        Message::Request(r) if !link.offers_client_features => {
+            let err = jsonrpc::error_object(
+                jsonrpc::code::METHOD_NOT_FOUND,
+                "client features are not available through a shared upstream",
+                None,
+            );
+            answer(proc, &r.id, Err(err));
+        }
+        Message::Request(r) => {
+            // stdio has no per-request streams: a request made while exactly one call is
+            // in flight belongs with that call; otherwise it goes to the session.
+            let sole: Option<EventSink> = {
+                let pending = proc.pending.lock();
+                if pending.len() == 1 { pending.values().next().map(|p| p.related.clone()) } else { None }
+            };
+            let event = UpstreamEvent::Request(r);
+            match sole {
+                Some(sink) => link.shared.deliver_related(&sink, event),
+                None => link.shared.deliver_unrelated(event),
+            }
+        }
+    }
+}
+
+fn answer(proc: &Proc, id: &Id, body: Reply) {
+    let line = jsonrpc::encode_reply(Some(id), &body);
+    if proc.stdin.try_send(line).is_err() {
+        tracing::debug!("could not answer an upstream request: stdin is busy or closed");
+    }
+}
+
+pub(super) async fn write_lines(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<String>) {
+    while let Some(mut line) = rx.recv().await {
+        line.push('\n');
+        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + Unpin) {
+    let mut buf = Vec::new();
+    loop {
+        match read_line_bounded(&mut stderr, &mut buf, MAX_STDERR_LINE).await {
+            Line::Eof => return,
+            Line::TooLong => {
+                tracing::info!(target: "seawall::upstream::stderr", upstream = %name, "(over-long stderr line skipped)")
+            }
+            Line::Text => {
+                let text = String::from_utf8_lossy(&buf);
+                tracing::info!(target: "seawall::upstream::stderr", upstream = %name, "{}", text.trim_end());
+            }
+        }
+    }
+}
+
+/// The outcome of reading one line.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Line {
+    /// A complete line (without its terminator) is in the buffer.
+    Text,
+    /// The line exceeded the limit; it was read and discarded.
+    TooLong,
+    /// End of input.
+    Eof,
+}
+
+/// Reads one `\n`-terminated line into `buf` without ever holding more than `limit` bytes.
+pub(super) async fn read_line_bounded(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> Line {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok(c) => c,
+            Err(_) => return Line::Eof,
+        };
+        if chunk.is_empty() {
+            return if buf.is_empty() && !too_long {
+                Line::Eof
+            } else if too_long {
+                Line::TooLong
+            } else {
+                Line::Text
+            };
+        }
+        let (part, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !too_long {
+            if buf.len() + part.len() > limit {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        let consumed = done.unwrap_or(chunk.len());
+        reader.consume(consumed);
+        if done.is_some() {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return if too_long { Line::TooLong } else { Line::Text };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::BufReader;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn bounded_lines_skip_over_long_ones_and_keep_going() {
+        let data: &[u8] = b"short\r\n0123456789abcdef\nnext\nlast";
+        let mut reader = BufReader::with_capacity(4, data);
+        let mut buf = Vec::new();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
+        assert_eq!(buf, b"short");
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::TooLong);
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
+        assert_eq!(buf, b"next");
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
+        assert_eq!(buf, b"last");
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Eof);
+    }
+}

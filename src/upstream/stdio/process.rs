@@ -1,0 +1,182 @@
+//! The life of the child process: spawn and handshake, supervised restarts with
+//! exponential backoff, and the polite shutdown (close stdin, SIGTERM, SIGKILL).
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use parking_lot::Mutex;
+
+use super::pipes::{Line, log_stderr, read_line_bounded, read_stdout, write_lines};
+use super::{Proc, ProcState, StdioLink, StdioUpstream};
+use crate::call::{UpstreamError, fresh_id};
+use crate::jsonrpc::{self, Id, Message};
+use crate::mcp::init::InitResult;
+use crate::mcp::method;
+
+/// A process that served this long after its handshake was healthy: the next restart
+/// comes after the base delay, not a longer one. Only a process that keeps dying before
+/// or right after its handshake backs off further.
+const HEALTHY_AFTER: Duration = Duration::from_secs(1);
+
+/// Restarts the process whenever it dies, until the link is closed or dropped.
+pub(super) async fn supervise(weak: Weak<StdioLink>) {
+    // Restarts in a row that came too soon after the previous one; 0 before the first spawn.
+    let mut quick_restarts: u32 = 0;
+    loop {
+        if let Some(n) = quick_restarts.checked_sub(1) {
+            let Some((d, mut closed)) = weak
+                .upgrade()
+                .map(|l| (crate::backoff::doubling(l.up.restart_base, l.up.restart_max, n), l.closed_tx.subscribe()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = closed.wait_for(|c| *c) => {}
+            }
+        }
+        let Some(link) = weak.upgrade() else { return };
+        if link.closing.load(Ordering::SeqCst) {
+            link.set_state(ProcState::Closed);
+            return;
+        }
+        run_once(&link, &mut quick_restarts).await;
+    }
+}
+
+/// Runs one process from spawn to exit; updates the count of quick restarts.
+async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
+    link.set_state(ProcState::Starting);
+    let up = &link.up;
+    let (mut child, proc) = match spawn(link).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
+            link.set_state(ProcState::Down(e.to_string()));
+            *quick_restarts = quick_restarts.saturating_add(1);
+            return;
+        }
+    };
+    let pid = child.id();
+    tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
+    *link.last_init.lock() = Some(Arc::clone(&proc.init));
+    link.set_state(ProcState::Ready(Arc::clone(&proc)));
+    let started = Instant::now();
+    let mut closed = link.closed_tx.subscribe();
+    let status = tokio::select! {
+        status = child.wait() => Some(status),
+        _ = closed.wait_for(|c| *c) => None,
+    };
+    match status {
+        None => {
+            link.set_state(ProcState::Down("shutting down".into()));
+            fail_pending(&proc);
+            shutdown(up, child, proc).await;
+            link.set_state(ProcState::Closed);
+        }
+        Some(status) => {
+            let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            tracing::warn!(upstream = %up.name, pid, %status, "stdio upstream exited; restarting");
+            crate::telemetry::metrics::upstream_restart(&up.name);
+            link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
+            fail_pending(&proc);
+            *quick_restarts = if started.elapsed() >= HEALTHY_AFTER { 1 } else { quick_restarts.saturating_add(1) };
+        }
+    }
+}
+
+/// Fails every in-flight call of a dead process (their senders are dropped).
+fn fail_pending(proc: &Proc) {
+    proc.pending.lock().clear();
+}
+
+/// Close stdin, wait; SIGTERM, wait; SIGKILL.
+async fn shutdown(up: &StdioUpstream, mut child: Child, proc: Arc<Proc>) {
+    drop(proc); // the writer task ends when the last sender goes, closing stdin
+    if tokio::time::timeout(up.shutdown_grace, child.wait()).await.is_ok() {
+        return;
+    }
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(up.shutdown_grace, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    tracing::warn!(upstream = %up.name, "stdio upstream ignored SIGTERM; killing it");
+    let _ = child.kill().await;
+}
+
+/// Spawns the process, wires its pipes and performs the initialize handshake.
+async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamError> {
+    let up = &link.up;
+    let mut cmd = Command::new(&up.program);
+    cmd.args(&up.args)
+        .envs(&up.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(cwd) = &up.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child =
+        cmd.spawn().map_err(|e| UpstreamError::NotRunning(format!("cannot start {}: {e}", up.program.display())))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(UpstreamError::NotRunning("the process has no stdio pipes".into()));
+    };
+    let (stdin_tx, stdin_rx) = mpsc::channel::<String>(256);
+    tokio::spawn(write_lines(stdin, stdin_rx));
+    tokio::spawn(log_stderr(Arc::clone(&up.name), BufReader::new(stderr)));
+
+    // Handshake: the reader task is not running yet, so read the answer here.
+    let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+    let id = fresh_id();
+    let hello = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&link.init_params.to_raw()));
+    stdin_tx.send(hello).await.map_err(|_| UpstreamError::NotRunning("stdin closed at once".into()))?;
+    let init = tokio::time::timeout(up.connect_timeout, read_init_answer(up, &mut stdout, &id))
+        .await
+        .map_err(|_| UpstreamError::Handshake("no answer to initialize in time".into()))??;
+    let proc = Arc::new(Proc { stdin: stdin_tx, pending: Mutex::new(HashMap::new()), init: Arc::new(init) });
+    let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
+    proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited)?;
+    tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
+    Ok((child, proc))
+}
+
+async fn read_init_answer(
+    up: &StdioUpstream,
+    stdout: &mut (impl AsyncBufRead + Unpin),
+    id: &Id,
+) -> Result<InitResult, UpstreamError> {
+    let mut buf = Vec::new();
+    loop {
+        match read_line_bounded(stdout, &mut buf, up.max_line_bytes).await {
+            Line::Eof => {
+                return Err(UpstreamError::Handshake("the process exited during initialize".into()));
+            }
+            Line::TooLong => {
+                tracing::warn!(upstream = %up.name, "skipped an over-long line during initialize")
+            }
+            Line::Text => match jsonrpc::decode(&String::from_utf8_lossy(&buf)) {
+                Ok(Message::Response(r)) if &r.id == id => {
+                    let result =
+                        r.body.map_err(|e| UpstreamError::Handshake(format!("initialize refused: {}", e.get())))?;
+                    return InitResult::parse(result)
+                        .ok_or_else(|| UpstreamError::Handshake("initialize result lacks protocolVersion".into()));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!(upstream = %up.name, "skipped a non-JSON-RPC line on stdout")
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The MCP conformance suite: runs it and reads its checks.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::interop::Interop;
+use super::process::run_script;
+
+/// One check from a `conformance server -o DIR` run.
+#[derive(Debug, Clone)]
+pub struct ConformanceCheck {
+    /// Scenario (from the result directory name, e.g. `tools-call-simple-text`).
+    pub scenario: String,
+    /// Check id within the scenario (from checks.json), made unique with `#n`.
+    pub id: String,
+    /// `SUCCESS`, `FAILURE`, `WARNING`, `INFO`, ...
+    pub status: String,
+    /// `errorMessage`, if any.
+    pub error: Option<String>,
+    /// `description` (INFO checks explain themselves here).
+    pub description: Option<String>,
+}
+
+impl ConformanceCheck {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.scenario, self.id)
+    }
+
+    pub fn passed(&self) -> bool {
+        self.status == "SUCCESS"
+    }
+}
+
+/// Runs `conformance server --url URL -o DIR` with Node 22 and parses every
+/// `DIR/<server-scenario-timestamp>/checks.json`. The suite exits non-zero whenever a
+/// check fails, so the exit status is not judged here; only its output files are.
+pub async fn run_conformance(interop: &Interop, label: &str, url: &str, out: &Path) -> Vec<ConformanceCheck> {
+    let cmd = interop.node_command([
+        interop.path("node_modules/@modelcontextprotocol/conformance/dist/index.js").as_os_str(),
+        "server".as_ref(),
+        "--url".as_ref(),
+        url.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let res = run_script(&format!("conformance {label}"), cmd, Duration::from_secs(300)).await;
+    let checks = parse_conformance_dir(out);
+    assert!(
+        !checks.is_empty(),
+        "conformance ({label}) wrote no checks.json under {} (exit {}).\n--- stdout ---\n{}--- stderr ---\n{}",
+        out.display(),
+        res.status,
+        res.stdout,
+        res.stderr
+    );
+    checks
+}
+
+/// Parses a conformance `-o` directory.
+pub fn parse_conformance_dir(out: &Path) -> Vec<ConformanceCheck> {
+    let mut checks = Vec::new();
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return checks;
+    };
+    let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let file = dir.join("checks.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let scenario = scenario_name(&dir.file_name().unwrap_or_default().to_string_lossy());
+        let list = json.as_array().cloned().unwrap_or_default();
+        let mut seen: Vec<String> = Vec::new();
+        for c in list {
+            let base = c["id"].as_str().unwrap_or("?").to_owned();
+            let n = seen.iter().filter(|s| **s == base).count();
+            seen.push(base.clone());
+            let id = if n == 0 { base } else { format!("{base}#{}", n + 1) };
+            checks.push(ConformanceCheck {
+                scenario: scenario.clone(),
+                id,
+                status: c["status"].as_str().unwrap_or("?").to_owned(),
+                error: c["errorMessage"].as_str().map(str::to_owned),
+                description: c["description"].as_str().map(str::to_owned),
+            });
+        }
+    }
+    checks
+}
+
+/// `server-tools-call-simple-text-2026-12-01T00-52-55-245Z` → `tools-call-simple-text`.
+fn scenario_name(dir: &str) -> String {
+    let s = dir.strip_prefix("server-").unwrap_or(dir);
+    // Cut at the first `-YYYY-MM-DDT`.
+    let b = s.as_bytes();
+    for i in 0..b.len() {
+        let rest = &b[i..];
+        if rest.len() >= 12
+            && rest[0] == b'-'
+            && rest[1..5].iter().all(u8::is_ascii_digit)
+            && rest[5] == b'-'
+            && rest[6..8].iter().all(u8::is_ascii_digit)
+            && rest[8] == b'-'
+            && rest[9..11].iter().all(u8::is_ascii_digit)
+            && rest[11] == b'T'
+        {
+            return s[..i].to_owned();
+        }
+    }
+    s.to_owned()
+}
+
+/// `N passed / M` for a run, plus the failed, warning and info counts when non-zero.
+pub fn tally(checks: &[ConformanceCheck]) -> String {
+    let count = |status: &str| checks.iter().filter(|c| c.status == status).count();
+    let mut s = format!("{} passed / {}", count("SUCCESS"), checks.len());
+    for (status, label) in [("FAILURE", "failed"), ("WARNING", "warnings"), ("INFO", "info")] {
+        let n = count(status);
+        if n > 0 {
+            let _ = write!(s, ", {n} {label}");
+        }
+    }
+    s
+}
