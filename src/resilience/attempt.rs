@@ -67,7 +67,8 @@ where
         let timeout = self.timeout.filter(|_| req.idempotent);
         let mut attempt_deadline = timeout.map(|t| Instant::now() + t);
         req.attempt_deadline = Some(attempt_deadline.map_or(req.clock.deadline(), |a| a.min(req.clock.deadline())));
-        let mut progress = req.events.activity().map(|a| a.progress());
+        // Progress only matters when it restarts an attempt timeout.
+        let mut progress = timeout.and_then(|_| req.events.activity().map(|a| a.progress()));
         let (clock, target, upstream) = (Arc::clone(&req.clock), Arc::clone(&req.target), Arc::clone(&req.upstream));
         let fut = self.inner.call(req);
         Box::pin(async move {

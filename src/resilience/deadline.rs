@@ -1,12 +1,12 @@
 //! One overall deadline per request, covering every attempt and backoff sleep.
 //!
-//! The deadline lives in the request's [`Clock`](crate::call::Clock); the attempt layer
-//! below never lets an attempt outlive it, so the inner stack normally answers
-//! [`GatewayError::Timeout`] itself and every layer in between sees that result. This
-//! layer is the backstop: when the deadline passes it drops the inner future (which makes
-//! the link send `notifications/cancelled` upstream). For `tools/call`, each progress
-//! notification moves the deadline to at least now + `tool_idle`, never past `tool_max`
-//! from the start.
+//! The deadline lives in the request's [`Clock`](crate::call::Clock), set when the
+//! request is made. The attempt layer below ends every attempt at it with
+//! [`GatewayError::Timeout`] (dropping the attempt, which makes the link send
+//! `notifications/cancelled` upstream), and the retry layer starts no attempt that cannot
+//! finish before it, so every layer in between sees the timeout as a result. This layer
+//! moves it: for `tools/call`, each progress notification moves the deadline to at least
+//! now + `tool_idle`, never past `tool_max` from the start.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -59,10 +59,13 @@ where
     fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let activity = Arc::new(Activity::default());
         req.events = req.events.clone().with_activity(Arc::clone(&activity));
+        if req.tool.is_none() {
+            // Nothing extends the deadline: the attempt layer below ends every attempt at
+            // it, and the retry layer starts none that cannot finish before it.
+            return Box::pin(self.inner.call(req));
+        }
         let clock = Arc::clone(&req.clock);
-        let extend_on_progress = req.tool.is_some();
         let (idle, max) = (self.timeouts.tool_idle, self.timeouts.tool_max);
-        let upstream = Arc::clone(&req.upstream);
         let mut progress = activity.progress();
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -71,14 +74,9 @@ where
                 tokio::select! {
                     biased;
                     result = &mut fut => return result,
-                    Ok(()) = progress.changed(), if extend_on_progress => {
+                    Ok(()) = progress.changed() => {
                         let now = tokio::time::Instant::now();
                         clock.set_deadline(clock.deadline().max(now + idle).min(clock.started() + max));
-                    }
-                    _ = tokio::time::sleep_until(clock.deadline()) => {
-                        if clock.expired() {
-                            return Err(GatewayError::Timeout { upstream, after: clock.allowed() });
-                        }
                     }
                 }
             }
@@ -96,6 +94,7 @@ mod tests {
     use super::*;
     use crate::resilience::testing::{call, ok};
 
+    /// The deadline over the attempt layer, as the upstream stack has them.
     #[tokio::test(start_paused = true)]
     async fn times_out_and_drops_the_inner_call() {
         let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -108,12 +107,35 @@ mod tests {
                 ok()
             }
         });
-        let svc = DeadlineLayer::default().layer(inner);
+        let svc = DeadlineLayer::default().layer(crate::resilience::attempt::AttemptLayer::new(None).layer(inner));
         let started = tokio::time::Instant::now();
         let err = svc.oneshot(call(true, Duration::from_secs(2))).await.unwrap_err();
         assert!(matches!(err, GatewayError::Timeout { after, .. } if after == Duration::from_secs(2)));
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_extends_a_tool_call_up_to_the_cap() {
+        let timeouts =
+            Timeouts { tool_idle: Duration::from_secs(2), tool_max: Duration::from_secs(5), ..Timeouts::default() };
+        // A tool that reports progress every second and never answers.
+        let inner = service_fn(|req: UpstreamCall| async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let params = crate::jsonrpc::to_raw(&serde_json::json!({"progressToken": 1, "progress": 1}));
+                let n = crate::jsonrpc::Notification { method: "notifications/progress".into(), params: Some(params) };
+                req.events.send(crate::call::UpstreamEvent::Notification(n));
+            }
+            #[allow(unreachable_code)]
+            ok()
+        });
+        let svc = DeadlineLayer::new(timeouts).layer(crate::resilience::attempt::AttemptLayer::new(None).layer(inner));
+        let started = tokio::time::Instant::now();
+        let req = crate::resilience::testing::call_to(Some("t"), false, Duration::from_secs(2));
+        let err = svc.oneshot(req).await.unwrap_err();
+        assert!(matches!(err, GatewayError::Timeout { .. }), "{err:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(5), "kept alive by progress until tool_max");
     }
 
     struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
