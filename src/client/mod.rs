@@ -20,6 +20,7 @@ pub use cancel::CancelLayer;
 use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::method;
+use crate::policy::Principal;
 use crate::session::Session;
 
 /// One client request on its way to the router.
@@ -40,6 +41,8 @@ pub struct ClientRequest {
     pub related: mpsc::Sender<Tagged>,
     /// Fires when the client cancels the request (set when the session admits it).
     pub cancel: CancellationToken,
+    /// Who is calling, when clients authenticate (the session's principal).
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl ClientRequest {
@@ -59,6 +62,7 @@ impl ClientRequest {
         let tool = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
             .flatten();
+        let principal = session.principal().cloned();
         ClientRequest {
             session,
             id,
@@ -66,6 +70,7 @@ impl ClientRequest {
             params,
             tool,
             progress,
+            principal,
             related,
             cancel: CancellationToken::new(),
         }

@@ -214,7 +214,7 @@ async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    match cx.st.gateway.initialize(scope, req, peer).await {
+    match cx.st.gateway.initialize(scope, req, peer, None).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);

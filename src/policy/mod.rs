@@ -2,3 +2,6 @@
 
 pub mod admission;
 pub mod origin;
+pub mod principal;
+
+pub use principal::Principal;
