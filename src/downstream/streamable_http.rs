@@ -292,9 +292,10 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
                 }
                 Err(_) => {
                     return match response {
-                        Ok(EncodedAnswer { body, overloaded: Some(after) }) => {
-                            let mut resp = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
-                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+                        Ok(EncodedAnswer { body, http: Some(hint) }) => {
+                            let mut resp = json_response(hint.status, body);
+                            let after = hint.retry_after.as_secs().max(1);
+                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
                             resp
                         }
                         Ok(answer) => json_response(StatusCode::OK, answer.body),
