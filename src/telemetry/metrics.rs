@@ -203,6 +203,7 @@ mod tests {
             RETRY_BUDGET_EXHAUSTED,
             BREAKER_TRANSITIONS,
             LOAD_SHED,
+            RATE_LIMITED,
             ERRORS_REWRITTEN,
             SESSIONS,
             UPSTREAM_RESTARTS,
