@@ -1,6 +1,7 @@
 //! Rate limits through the real binary: a burst beyond a tool's limit is refused with
 //! -32013 and HTTP 429 until the limit refills, limits on tool patterns leave other tools
-//! alone, and a global limit counts every request.
+//! alone, a global limit counts every request, two gateways sharing one real Redis share
+//! one limit, and a Redis outage fails open or closed as configured, then heals.
 
 mod common;
 #[path = "support/mcp_client.rs"]
@@ -8,7 +9,7 @@ mod mcp_client;
 
 use std::time::Duration;
 
-use common::{DemoUpstream, Seawall};
+use common::{DemoUpstream, RedisServer, Seawall};
 use mcp_client::{Client, Reply};
 use serde_json::json;
 
@@ -103,4 +104,81 @@ async fn a_tool_pattern_limit_leaves_other_tools_alone_and_a_global_limit_counts
     let counted = metrics(&gw).await;
     assert!(counted.contains("seawall_rate_limited_total{scope=\"global\"} 2"), "{counted}");
     assert!(counted.contains("seawall_rate_limited_total{scope=\"tool\"} 2"), "{counted}");
+}
+
+fn redis_config(redis: &RedisServer, on_error: &str, prefix: &str, limit: &str, upstream: &str) -> String {
+    format!(
+        "rate_limits:\n  backend: {}\n  on_backend_error: {on_error}\n  key_prefix: '{prefix}'\n  limits:\n    - {limit}\nupstreams:\n  - name: demo\n    url: {upstream}\n",
+        redis.url
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_sharing_one_redis_admit_together_no_more_than_the_limit() {
+    let redis = RedisServer::start().await;
+    let demo = DemoUpstream::start(false, &[]).await;
+    let config = redis_config(&redis, "deny", "shared:", "{ per: tool, rate: 1/m, burst: 5 }", &demo.url);
+    let (a, b) = (Seawall::start(&config).await, Seawall::start(&config).await);
+    let (ca, cb) = (Client::connect(&a.url, json!({})).await, Client::connect(&b.url, json!({})).await);
+    let mut admitted = [0, 0];
+    for id in 0..20 {
+        let (client, side) = if id % 2 == 0 { (&ca, 0) } else { (&cb, 1) };
+        let reply = echo(client, id, "demo__echo").await;
+        if passed(&reply) {
+            admitted[side] += 1;
+        } else {
+            assert_rate_limited(&reply, id);
+        }
+    }
+    assert_eq!(admitted[0] + admitted[1], 5, "across both gateways: {admitted:?}");
+    assert!(admitted[0] >= 2 && admitted[1] >= 2, "both gateways admitted some: {admitted:?}");
+}
+
+fn outage_lines(gw: &Seawall) -> usize {
+    gw.proc.output().lines().filter(|l| l.contains("rate limit store unreachable")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_fails_open_or_closed_as_configured_and_limits_return_with_redis() {
+    let mut redis = RedisServer::start().await;
+    let demo = DemoUpstream::start(false, &[]).await;
+    let limit = "{ per: global, rate: 1/m, burst: 2 }";
+    let open = Seawall::start(&redis_config(&redis, "allow", "open:", limit, &demo.url)).await;
+    let closed = Seawall::start(&redis_config(&redis, "deny", "closed:", limit, &demo.url)).await;
+    let (co, cc) = (Client::connect(&open.url, json!({})).await, Client::connect(&closed.url, json!({})).await);
+    for c in [&co, &cc] {
+        assert!(passed(&echo(c, 1, "demo__echo").await));
+        assert!(passed(&echo(c, 2, "demo__echo").await));
+        assert_rate_limited(&echo(c, 3, "demo__echo").await, 3);
+    }
+
+    redis.stop().await;
+    for id in 10..14 {
+        let reply = echo(&co, id, "demo__echo").await;
+        assert!(passed(&reply), "fail open: {}", reply.raw);
+        assert_rate_limited(&echo(&cc, id, "demo__echo").await, id);
+    }
+    assert_eq!((outage_lines(&open), outage_lines(&closed)), (1, 1), "an outage is logged once");
+
+    // Back on the same port, empty: each gateway reconnects by itself and limits apply.
+    let _redis = RedisServer::start_on(redis.port).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let (mut open_refused, mut closed_passed, mut closed_refused) = (false, 0, false);
+    let mut id = 100;
+    while !(open_refused && closed_refused) {
+        assert!(std::time::Instant::now() < deadline, "limits did not return: {open_refused} {closed_passed}");
+        id += 1;
+        open_refused |= !passed(&echo(&co, id, "demo__echo").await);
+        let reply = echo(&cc, id, "demo__echo").await;
+        if passed(&reply) {
+            closed_passed += 1;
+        } else if closed_passed > 0 {
+            assert_rate_limited(&reply, id);
+            closed_refused = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(closed_passed, 2, "the fresh limit admits its burst, then refuses");
+    assert!(closed.proc.output().contains("rate limit store reachable again"));
+    assert_eq!((outage_lines(&open), outage_lines(&closed)), (1, 1));
 }

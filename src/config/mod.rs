@@ -28,7 +28,7 @@ mod tests;
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigIssue};
-pub use rate_limit::{LimitConfig, LimitKey, Rate, RateBackend, RateLimitsConfig};
+pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,

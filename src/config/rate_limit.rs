@@ -9,22 +9,64 @@ use super::locate::FieldPath;
 use super::validate::Problem;
 
 /// Rate limits on client requests. Default: no limits.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
-    /// Where limit state lives: `memory` (this process only). Default `memory`.
-    pub backend: RateBackend,
+    /// Where limit state lives: `memory` (this process only) or a `redis://host:port[/db]`
+    /// URL (shared by every replica using it). Default `memory`.
+    pub backend: String,
+    /// With a Redis backend, what to do while Redis cannot be reached: `allow` (fail
+    /// open) or `deny` (fail closed, -32013). Default `allow`.
+    pub on_backend_error: OnBackendError,
+    /// With a Redis backend, the prefix of every key seawall writes. Default `seawall:rl:`.
+    pub key_prefix: String,
     /// The limits; a request must pass every limit that applies to it. Default: none.
     pub limits: Vec<LimitConfig>,
 }
 
-/// Where limit state lives.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        RateLimitsConfig {
+            backend: "memory".to_owned(),
+            on_backend_error: OnBackendError::Allow,
+            key_prefix: "seawall:rl:".to_owned(),
+            limits: Vec::new(),
+        }
+    }
+}
+
+/// Where limit state lives, parsed from `backend`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RateBackend {
     /// In this process (governor's keyed GCRA limiters).
-    #[default]
     Memory,
+    /// In Redis at this URL.
+    Redis(String),
+}
+
+impl RateLimitsConfig {
+    /// The backend `backend` names.
+    pub fn backend(&self) -> Result<RateBackend, String> {
+        if self.backend == "memory" {
+            return Ok(RateBackend::Memory);
+        }
+        let why = || format!("expected `memory` or a redis://host:port URL, got {:?}", self.backend);
+        if !self.backend.starts_with("redis://") {
+            return Err(why());
+        }
+        redis::Client::open(self.backend.as_str()).map_err(|_| why())?;
+        Ok(RateBackend::Redis(self.backend.clone()))
+    }
+}
+
+/// What to do with requests while the shared store is unreachable.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBackendError {
+    /// Admit them (fail open).
+    Allow,
+    /// Refuse them with -32013 (fail closed).
+    Deny,
 }
 
 /// What one limit counts separately.
@@ -103,6 +145,9 @@ impl LimitConfig {
 
 /// Checks every limit's rate, burst and tool patterns.
 pub(crate) fn check_rate_limits(config: &RateLimitsConfig, out: &mut Vec<Problem>) {
+    if let Err(why) = config.backend() {
+        out.push(Problem::new(FieldPath::root().key("rate_limits").key("backend"), why));
+    }
     let list = FieldPath::root().key("rate_limits").key("limits");
     for (i, limit) in config.limits.iter().enumerate() {
         let at = list.index(i);

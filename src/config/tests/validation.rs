@@ -342,6 +342,14 @@ fn bad_rate_limits_are_reported_at_their_line() {
 fn rate_limit_keys_and_backends_are_closed_sets() {
     let found = issues(&with_upstream(&["rate_limits:", "  limits:", "    - { per: session, rate: 1/s }"]));
     assert_issue(&found[0], 3, "rate_limits.limits[0].per", "unknown variant `session`");
-    let found = issues(&with_upstream(&["rate_limits:", "  backend: disk"]));
-    assert_issue(&found[0], 2, "rate_limits.backend", "unknown variant `disk`");
+    assert_one(&with_upstream(&["rate_limits:", "  backend: disk"]), 2, "rate_limits.backend", "expected `memory`");
+    let found = issues(&with_upstream(&["rate_limits:", "  on_backend_error: maybe"]));
+    assert_issue(&found[0], 2, "rate_limits.on_backend_error", "unknown variant `maybe`");
+    let config = ok(&with_upstream(&[
+        "rate_limits:",
+        "  backend: redis://127.0.0.1:6379",
+        "  on_backend_error: deny",
+        "  key_prefix: 'a:'",
+    ]));
+    assert_eq!(config.rate_limits.backend(), Ok(crate::config::RateBackend::Redis("redis://127.0.0.1:6379".into())));
 }

@@ -8,6 +8,7 @@
 //! with `Retry-After`). Limits checked before the refusing one have counted the request.
 
 mod memory;
+mod redis;
 mod rules;
 
 use std::sync::{Arc, Weak};
@@ -18,39 +19,70 @@ use tower::{Layer, Service};
 
 use crate::call::{GatewayError, Reply};
 use crate::client::{ClientFuture, ClientRequest};
-use crate::config::RateLimitsConfig;
+use crate::config::{OnBackendError, RateBackend, RateLimitsConfig};
 use crate::telemetry::metrics;
 use memory::MemoryStore;
+use redis::{RedisStore, Verdict};
 use rules::Rule;
 
 /// How often keys whose limiters are full again are forgotten.
 const RETAIN_EVERY: Duration = Duration::from_secs(15);
 
+/// When a request refused because the store is unreachable may try again.
+const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// The configured limits and their state, shared by every clone of the layer.
 pub(crate) struct RateLimits {
     rules: Vec<Rule>,
-    store: MemoryStore,
+    store: Store,
     separator: String,
+}
+
+/// Where the limits' state lives.
+enum Store {
+    /// In this process.
+    Memory(MemoryStore),
+    /// In Redis, with what to do while it is unreachable.
+    Redis(RedisStore, OnBackendError),
 }
 
 impl RateLimits {
     /// The limits of `config`; `separator` joins upstream and tool names on `/mcp`.
     pub(crate) fn new(config: &RateLimitsConfig, separator: &str) -> Result<RateLimits, String> {
         let rules = config.limits.iter().map(Rule::new).collect::<Result<Vec<_>, _>>()?;
-        let store = MemoryStore::new(&rules)?;
+        let store = match config.backend()? {
+            RateBackend::Memory => Store::Memory(MemoryStore::new(&rules)?),
+            RateBackend::Redis(url) => Store::Redis(
+                RedisStore::new(&url, &config.key_prefix, config.on_backend_error, &rules)?,
+                config.on_backend_error,
+            ),
+        };
         Ok(RateLimits { rules, store, separator: separator.to_owned() })
     }
 
-    /// Counts `req` on every limit that applies to it, until one refuses.
-    fn check(&self, req: &ClientRequest) -> Result<(), GatewayError> {
-        for (i, rule) in self.rules.iter().enumerate() {
-            let Some(key) = rule.key_for(req, &self.separator) else { continue };
-            if let Err(wait) = self.store.check(i, &key) {
-                metrics::rate_limited(rule.scope());
-                return Err(GatewayError::RateLimited { scope: rule.scope().into(), retry_after: whole_seconds(wait) });
-            }
-        }
-        Ok(())
+    /// Counts `req` on every limit that applies to it. In memory the limits are checked
+    /// in order until one refuses; in Redis all at once, counting only if all admit.
+    async fn check(&self, req: &ClientRequest) -> Result<(), GatewayError> {
+        let keys: Vec<(usize, String)> = (self.rules.iter().enumerate())
+            .filter_map(|(i, rule)| Some((i, rule.key_for(req, &self.separator)?)))
+            .collect();
+        let refused = match &self.store {
+            Store::Memory(store) => keys.iter().find_map(|(i, key)| store.check(*i, key).err().map(|wait| (*i, wait))),
+            Store::Redis(_, _) if keys.is_empty() => None,
+            Store::Redis(store, on_error) => match store.check(&keys).await {
+                Verdict::Admitted => None,
+                Verdict::Refused { rule, wait } => Some((rule, wait)),
+                Verdict::Unreachable if *on_error == OnBackendError::Allow => None,
+                Verdict::Unreachable => {
+                    metrics::rate_limited("store");
+                    return Err(GatewayError::RateLimited { scope: "store".into(), retry_after: STORE_RETRY_AFTER });
+                }
+            },
+        };
+        let Some((rule, wait)) = refused else { return Ok(()) };
+        let scope = self.rules.get(rule).map_or("global", Rule::scope);
+        metrics::rate_limited(scope);
+        Err(GatewayError::RateLimited { scope: scope.into(), retry_after: whole_seconds(wait) })
     }
 }
 
@@ -88,7 +120,9 @@ async fn retain_recent(limits: Weak<RateLimits>) {
     loop {
         tick.tick().await;
         let Some(limits) = limits.upgrade() else { return };
-        limits.store.retain_recent();
+        if let Store::Memory(store) = &limits.store {
+            store.retain_recent();
+        }
     }
 }
 
@@ -108,7 +142,7 @@ pub struct RateLimit<S> {
 
 impl<S> Service<ClientRequest> for RateLimit<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Reply, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Reply;
@@ -120,12 +154,15 @@ where
     }
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
-        if let Some(limits) = &self.limits
-            && let Err(refused) = limits.check(&req)
-        {
-            return Box::pin(std::future::ready(Err(refused)));
-        }
-        Box::pin(self.inner.call(req))
+        let Some(limits) = self.limits.clone() else { return Box::pin(self.inner.call(req)) };
+        // The ready inner service goes with this request; the clone left behind is made
+        // ready by the next `poll_ready`.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            limits.check(&req).await?;
+            inner.call(req).await
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::json;
 use tower::{Service, ServiceExt, service_fn};
 
 use super::*;
-use crate::config::{LimitConfig, LimitKey, RateBackend};
+use crate::config::{LimitConfig, LimitKey};
 use crate::jsonrpc::Id;
 use crate::policy::Principal;
 use crate::session::{Scope, Session};
@@ -21,7 +21,7 @@ fn limit(per: LimitKey, tools: Option<&[&str]>, rate: &str, burst: u32) -> Limit
 }
 
 fn config(limits: Vec<LimitConfig>) -> RateLimitsConfig {
-    RateLimitsConfig { backend: RateBackend::Memory, limits }
+    RateLimitsConfig { limits, ..RateLimitsConfig::default() }
 }
 
 fn session(scope: Scope) -> Arc<Session> {
@@ -131,12 +131,13 @@ async fn full_limiters_are_forgotten() {
     let limits = RateLimits::new(&config(vec![limit(LimitKey::Tool, None, "10/s", 1)]), "__").unwrap();
     let s = session(Scope::Aggregate);
     for i in 0..50 {
-        assert!(limits.check(&call(&s, &format!("demo__t{i}"))).is_ok());
+        assert!(limits.check(&call(&s, &format!("demo__t{i}"))).await.is_ok());
     }
-    assert_eq!(limits.store.keys(), 50);
+    let Store::Memory(store) = &limits.store else { panic!("a memory store") };
+    assert_eq!(store.keys(), 50);
     tokio::time::advance(Duration::from_secs(1)).await;
-    limits.store.retain_recent();
-    assert_eq!(limits.store.keys(), 0);
+    store.retain_recent();
+    assert_eq!(store.keys(), 0);
 }
 
 #[test]
