@@ -187,6 +187,14 @@ pub enum GatewayError {
         /// When to try again.
         retry_after: Duration,
     },
+    /// A rate limit refused the request (see `policy::rate_limit`).
+    #[error("rate limited: {scope}")]
+    RateLimited {
+        /// Which limit refused it (`principal`, `tool`, `upstream` or `global`).
+        scope: String,
+        /// When the limit admits the request again.
+        retry_after: Duration,
+    },
     /// A bug or resource exhaustion inside seawall.
     #[error("internal error: {0}")]
     Internal(String),
@@ -275,6 +283,7 @@ impl GatewayError {
             GatewayError::Cancelled => refused(Origin::Client, "cancelled"),
             GatewayError::CircuitOpen { .. } => refused(Origin::Policy, "circuit_open"),
             GatewayError::Overloaded { .. } => refused(Origin::Policy, "shed"),
+            GatewayError::RateLimited { .. } => refused(Origin::Policy, "rate_limited"),
             GatewayError::Internal(_) => refused(Origin::Gateway, "refused"),
             GatewayError::Timeout { .. } => Class {
                 origin: Origin::UpstreamTransport,

@@ -20,6 +20,7 @@ pub use cancel::CancelLayer;
 use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::method;
+use crate::policy::Principal;
 use crate::session::Session;
 
 /// One client request on its way to the router.
@@ -40,6 +41,8 @@ pub struct ClientRequest {
     pub related: mpsc::Sender<Tagged>,
     /// Fires when the client cancels the request (set when the session admits it).
     pub cancel: CancellationToken,
+    /// Who is calling, when clients authenticate (the session's principal).
+    pub principal: Option<Arc<Principal>>,
 }
 
 impl ClientRequest {
@@ -59,6 +62,7 @@ impl ClientRequest {
         let tool = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
             .flatten();
+        let principal = session.principal().cloned();
         ClientRequest {
             session,
             id,
@@ -66,6 +70,7 @@ impl ClientRequest {
             params,
             tool,
             progress,
+            principal,
             related,
             cancel: CancellationToken::new(),
         }
@@ -77,9 +82,31 @@ impl ClientRequest {
 pub struct Answered {
     /// The JSON-RPC result or error object.
     pub reply: Reply,
-    /// Set when the request was refused as overloaded: transports that can answer
-    /// HTTP 503 with this `Retry-After`.
-    pub overloaded: Option<Duration>,
+    /// Set when the request was refused as overloaded or rate limited: transports that
+    /// can answer with this HTTP status and `Retry-After`.
+    pub http: Option<HttpHint>,
+}
+
+/// The HTTP status and `Retry-After` a refusal rides when its answer is a plain JSON
+/// response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpHint {
+    /// The HTTP status (503 overloaded, 429 rate limited).
+    pub status: http::StatusCode,
+    /// When the client may try again.
+    pub retry_after: Duration,
+}
+
+impl HttpHint {
+    /// The hint for a refusal, if it has one.
+    pub fn of(error: &GatewayError) -> Option<HttpHint> {
+        let (status, retry_after) = match error {
+            GatewayError::Overloaded { retry_after, .. } => (http::StatusCode::SERVICE_UNAVAILABLE, *retry_after),
+            GatewayError::RateLimited { retry_after, .. } => (http::StatusCode::TOO_MANY_REQUESTS, *retry_after),
+            _ => return None,
+        };
+        Some(HttpHint { status, retry_after })
+    }
 }
 
 /// The future of every layer below the rewrite layer.

@@ -16,6 +16,7 @@ mod collect;
 mod error;
 mod expand;
 mod locate;
+mod rate_limit;
 mod resilience;
 mod types;
 mod upstream;
@@ -27,6 +28,7 @@ mod tests;
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigIssue};
+pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,

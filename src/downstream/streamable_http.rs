@@ -214,7 +214,7 @@ async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    match cx.st.gateway.initialize(scope, req, peer).await {
+    match cx.st.gateway.initialize(scope, req, peer, None).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);
@@ -292,9 +292,10 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
                 }
                 Err(_) => {
                     return match response {
-                        Ok(EncodedAnswer { body, overloaded: Some(after) }) => {
-                            let mut resp = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
-                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
+                        Ok(EncodedAnswer { body, http: Some(hint) }) => {
+                            let mut resp = json_response(hint.status, body);
+                            let after = hint.retry_after.as_secs().max(1);
+                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
                             resp
                         }
                         Ok(answer) => json_response(StatusCode::OK, answer.body),

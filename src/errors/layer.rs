@@ -9,7 +9,7 @@ use tower::{Layer, Service};
 
 use super::Rewriter;
 use crate::call::{BoxFuture, GatewayError, Reply};
-use crate::client::{Answered, ClientRequest};
+use crate::client::{Answered, ClientRequest, HttpHint};
 
 /// Applies [`Rewrite`] with one rewriter.
 #[derive(Clone)]
@@ -61,14 +61,8 @@ where
         let fut = self.inner.call(req);
         Box::pin(async move {
             Ok(match fut.await {
-                Ok(reply) => Answered { reply, overloaded: None },
-                Err(e) => {
-                    let overloaded = match &e {
-                        GatewayError::Overloaded { retry_after, .. } => Some(*retry_after),
-                        _ => None,
-                    };
-                    Answered { reply: rewriter.failure(&e, tool.as_deref()), overloaded }
-                }
+                Ok(reply) => Answered { reply, http: None },
+                Err(e) => Answered { http: HttpHint::of(&e), reply: rewriter.failure(&e, tool.as_deref()) },
             })
         })
     }
@@ -106,12 +100,20 @@ mod tests {
     async fn failures_become_answers_with_their_http_hint() {
         let overloaded = GatewayError::Overloaded { scope: "session".into(), retry_after: Duration::from_secs(1) };
         let a = answer(overloaded, request("tools/list", json!({}))).await;
-        assert_eq!(a.overloaded, Some(Duration::from_secs(1)));
+        let hint = HttpHint { status: http::StatusCode::SERVICE_UNAVAILABLE, retry_after: Duration::from_secs(1) };
+        assert_eq!(a.http, Some(hint));
         assert!(a.reply.unwrap_err().get().contains("-32012"));
+
+        let limited = GatewayError::RateLimited { scope: "tool".into(), retry_after: Duration::from_secs(3) };
+        let a = answer(limited, request("tools/call", json!({"name": "u__echo"}))).await;
+        let hint = HttpHint { status: http::StatusCode::TOO_MANY_REQUESTS, retry_after: Duration::from_secs(3) };
+        assert_eq!(a.http, Some(hint));
+        let body = a.reply.unwrap_err();
+        assert!(body.get().contains("-32013") && body.get().contains("\"retryAfterSeconds\":3"), "{}", body.get());
 
         let timeout = GatewayError::Timeout { upstream: Arc::from("u"), after: Duration::from_secs(2) };
         let a = answer(timeout, request("tools/call", json!({"name": "u__slow"}))).await;
-        assert_eq!(a.overloaded, None);
+        assert_eq!(a.http, None);
         let result = a.reply.unwrap();
         assert!(result.get().contains("\"isError\":true") && result.get().contains("tool 'u__slow' timed out"));
     }

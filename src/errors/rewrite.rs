@@ -174,6 +174,14 @@ impl Rewriter {
                     Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
                 ))
             }
+            GatewayError::RateLimited { retry_after, .. } => {
+                let secs = retry_after.as_secs().max(1);
+                Err(jsonrpc::error_object(
+                    code::RATE_LIMITED,
+                    &format!("Rate limited: too many requests; retry in {secs} s"),
+                    Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
+                ))
+            }
             GatewayError::Internal(_) => Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data())),
         }
     }

@@ -12,6 +12,7 @@ use super::Gateway;
 use crate::call::GatewayError;
 use crate::jsonrpc::{self, Request};
 use crate::mcp::{self, meta};
+use crate::policy::Principal;
 use crate::session::{Scope, Session, Slot};
 
 /// Why an `initialize` could not open a session.
@@ -44,12 +45,14 @@ impl Gateway {
     /// client's sessions count against
     /// `session.max_sessions_per_peer`. The session's place in the table is held before
     /// any upstream session opens, so a burst of `initialize` calls costs no upstream
-    /// connections beyond the table's size.
+    /// connections beyond the table's size. The session is bound to `principal`, when
+    /// clients authenticate.
     pub async fn initialize(
         &self,
         scope: Scope,
         req: &Request,
         peer: Option<std::net::IpAddr>,
+        principal: Option<Arc<Principal>>,
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let params: InitializeParams = jsonrpc::view(req.params.as_deref())
             .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
@@ -63,6 +66,9 @@ impl Gateway {
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
         let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
+        if let Some(principal) = principal {
+            session.bind_principal(principal);
+        }
         let upstreams = Arc::clone(self.upstreams());
         session.on_tools_changed(Arc::new(move |name: &str| {
             if let Some(handle) = upstreams.get(name) {

@@ -34,9 +34,9 @@ pub struct Gateway {
 pub struct EncodedAnswer {
     /// The JSON-RPC response.
     pub body: String,
-    /// Set when the request was refused as overloaded: transports that can should answer
-    /// HTTP 503 with this `Retry-After`.
-    pub overloaded: Option<std::time::Duration>,
+    /// Set when the request was refused as overloaded or rate limited: transports that
+    /// can should answer with this HTTP status and `Retry-After`.
+    pub http: Option<crate::client::HttpHint>,
 }
 
 static NEXT_PROGRESS: AtomicU64 = AtomicU64::new(1);
@@ -111,7 +111,7 @@ impl Gateway {
             }
         }
         let Ok(answered) = answered;
-        EncodedAnswer { body: jsonrpc::encode_reply(Some(&req.id), &answered.reply), overloaded: answered.overloaded }
+        EncodedAnswer { body: jsonrpc::encode_reply(Some(&req.id), &answered.reply), http: answered.http }
     }
 
     /// Handles a client notification.

@@ -34,6 +34,8 @@ pub(crate) mod code {
     pub const CIRCUIT_OPEN: i64 = -32011;
     /// The gateway or the upstream has too many requests in flight (seawall's own code).
     pub const OVERLOADED: i64 = -32012;
+    /// A rate limit refused the request (seawall's own code).
+    pub const RATE_LIMITED: i64 = -32013;
     /// The request was cancelled.
     pub const REQUEST_CANCELLED: i64 = -32800;
     /// The client must complete a URL elicitation first (MCP 2025-11-25).

@@ -2,3 +2,7 @@
 
 pub mod admission;
 pub mod origin;
+pub mod principal;
+pub mod rate_limit;
+
+pub use principal::Principal;

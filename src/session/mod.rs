@@ -17,6 +17,7 @@ pub use table::SessionTable;
 
 use crate::catalog::ResourceCatalog;
 use crate::jsonrpc::Id;
+use crate::policy::Principal;
 use parking_lot::Mutex;
 
 use crate::call::{EVENT_BUFFER, EventSink, Link, Tagged};
@@ -89,6 +90,9 @@ pub struct Session {
     streaming: std::sync::atomic::AtomicBool,
     /// Told the name of an upstream that announced its tools changed.
     tools_changed: std::sync::OnceLock<ToolsChanged>,
+    /// The principal that opened the session, when clients authenticate: requests of the
+    /// session must come from the same one.
+    principal: std::sync::OnceLock<Arc<Principal>>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -123,6 +127,7 @@ impl Session {
             ended: CancellationToken::new(),
             streaming: std::sync::atomic::AtomicBool::new(false),
             tools_changed: std::sync::OnceLock::new(),
+            principal: std::sync::OnceLock::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -258,6 +263,22 @@ impl Session {
             .iter()
             .find(|(_, r)| &*r.upstream == upstream && r.endpoint == endpoint && &r.id == upstream_id)
             .map(|(id, _)| id.clone())
+    }
+
+    /// Binds the session to the principal that opens it (once).
+    pub fn bind_principal(&self, principal: Arc<Principal>) {
+        let _ = self.principal.set(principal);
+    }
+
+    /// The principal the session is bound to, if clients authenticate.
+    pub fn principal(&self) -> Option<&Arc<Principal>> {
+        self.principal.get()
+    }
+
+    /// Whether a request made as `principal` may use this session: the same principal
+    /// that opened it (or none, when neither authenticated).
+    pub fn admits(&self, principal: Option<&Principal>) -> bool {
+        self.principal.get().map(|p| &**p) == principal
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).

@@ -21,6 +21,8 @@ pub(crate) const RETRY_BUDGET_EXHAUSTED: &str = "seawall_retry_budget_exhausted_
 pub(crate) const BREAKER_TRANSITIONS: &str = "seawall_breaker_transitions_total";
 /// Requests refused by load shedding, by scope (`upstream` name or `gateway`).
 pub(crate) const LOAD_SHED: &str = "seawall_load_shed_total";
+/// Requests refused by a rate limit, by scope (`principal`, `tool`, `upstream`, `global`).
+pub(crate) const RATE_LIMITED: &str = "seawall_rate_limited_total";
 /// Failures rewritten into answers, by origin (client, policy, upstream_transport, ...).
 pub(crate) const ERRORS_REWRITTEN: &str = "seawall_errors_rewritten_total";
 /// Live client sessions.
@@ -162,6 +164,11 @@ pub(crate) fn load_shed(scope: &str) {
     counter!(LOAD_SHED, "scope" => scope.to_owned()).increment(1);
 }
 
+/// A request refused by a rate limit of this scope.
+pub(crate) fn rate_limited(scope: &'static str) {
+    counter!(RATE_LIMITED, "scope" => scope).increment(1);
+}
+
 /// A failure rewritten into an answer.
 pub(crate) fn error_rewritten(origin: &'static str) {
     counter!(ERRORS_REWRITTEN, "origin" => origin).increment(1);
@@ -196,6 +203,7 @@ mod tests {
             RETRY_BUDGET_EXHAUSTED,
             BREAKER_TRANSITIONS,
             LOAD_SHED,
+            RATE_LIMITED,
             ERRORS_REWRITTEN,
             SESSIONS,
             UPSTREAM_RESTARTS,

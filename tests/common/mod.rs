@@ -7,6 +7,7 @@
 //! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (HTTP mode).
 //! * [`Everything`]: the reference server `@modelcontextprotocol/server-everything`.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
+//! * [`RedisServer`]: a real `redis-server` on a free loopback port.
 //! * [`TestDir`]: a temporary directory removed on drop.
 //!
 //! Every wait has a timeout. Every spawned process is SIGTERMed, then SIGKILLed, when
@@ -18,12 +19,13 @@
 mod conformance;
 mod interop;
 mod process;
+mod redis_server;
 mod seawall;
 mod upstreams;
 
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
-pub use self::{conformance::*, interop::*, process::*, seawall::*, upstreams::*};
+pub use self::{conformance::*, interop::*, process::*, redis_server::*, seawall::*, upstreams::*};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,41 @@
+//! Who is calling: the identity authentication establishes and that authorisation, rate
+//! limits and sessions are keyed by.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// How a principal proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// A static API key or bearer token from the configuration.
+    ApiKey,
+    /// A JWT verified against the configured issuer's keys.
+    Jwt,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Principal {
+    /// The API key's configured name, or the JWT's `sub`.
+    pub name: Arc<str>,
+    /// How it authenticated.
+    pub credential: Credential,
+    /// The JWT's claims (empty for API keys).
+    pub claims: Map<String, Value>,
+}
+
+impl Principal {
+    /// A principal authenticated by the API key named `name`.
+    pub fn api_key(name: &str) -> Principal {
+        Principal { name: Arc::from(name), credential: Credential::ApiKey, claims: Map::new() }
+    }
+
+    /// The label used in logs and as a rate-limit key: `key:<name>` or `sub:<subject>`.
+    pub fn label(&self) -> String {
+        match self.credential {
+            Credential::ApiKey => format!("key:{}", self.name),
+            Credential::Jwt => format!("sub:{}", self.name),
+        }
+    }
+}
