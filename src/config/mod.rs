@@ -12,6 +12,7 @@
 //! together, in line order.
 //! This module has no behaviour beyond that: it does not open sockets or spawn anything.
 
+mod auth;
 mod collect;
 mod error;
 mod expand;
@@ -26,6 +27,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use auth::{ApiKeyConfig, AuthConfig, ResourceMetadataConfig};
 pub use error::{ConfigError, ConfigIssue};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,

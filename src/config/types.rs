@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::AuthConfig;
 use super::resilience::ErrorsConfig;
 use super::upstream::{Defaults, UpstreamConfig};
 
@@ -37,6 +38,8 @@ pub struct Config {
     pub defaults: Defaults,
     /// Error rewriting and validation.
     pub errors: ErrorsConfig,
+    /// Client authentication; absent (the default) means clients do not authenticate.
+    pub auth: Option<AuthConfig>,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -52,6 +55,7 @@ impl Default for Config {
             security: SecurityConfig::default(),
             defaults: Defaults::default(),
             errors: ErrorsConfig::default(),
+            auth: None,
             upstreams: Vec::new(),
         }
     }
