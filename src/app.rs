@@ -204,7 +204,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
     // Who is calling: checked first on every MCP request, before any session is found.
-    let auth = Arc::new(Authenticator::new(config.auth.as_ref()));
+    let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
     tracing::info!(auth = %auth.describe(), "client authentication");
     let state = HttpState {
         gateway: Arc::clone(&gateway),

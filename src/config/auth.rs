@@ -2,6 +2,8 @@
 //! do not authenticate, as before.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use http::Uri;
 use serde::{Deserialize, Serialize};
@@ -13,9 +15,11 @@ use super::validate::Problem;
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Static API keys accepted as `Authorization: Bearer <key>`; at least one.
-    /// Default `[]` (an error when `auth` is present).
+    /// Static API keys accepted as `Authorization: Bearer <key>`. Default `[]`; `auth`
+    /// needs keys, `jwt`, or both.
     pub api_keys: Vec<ApiKeyConfig>,
+    /// JWT bearer tokens verified against the issuer's public keys. Default: none.
+    pub jwt: Option<JwtConfig>,
     /// OAuth Protected Resource Metadata (RFC 9728) served at
     /// `/.well-known/oauth-protected-resource[/mcp[/<upstream>]]` and named by the
     /// `WWW-Authenticate` header of every 401. Default: none (no document, and the
@@ -58,8 +62,11 @@ const MIN_KEY_CHARS: usize = 16;
 pub(crate) fn check_auth(auth: Option<&AuthConfig>, out: &mut Vec<Problem>) {
     let Some(auth) = auth else { return };
     let at = FieldPath::root().key("auth");
-    if auth.api_keys.is_empty() {
-        out.push(Problem::new(at.key("api_keys"), "at least one API key is needed when auth is configured"));
+    if auth.api_keys.is_empty() && auth.jwt.is_none() {
+        out.push(Problem::new(at.key("api_keys"), "at least one API key (or jwt) is needed when auth is configured"));
+    }
+    if let Some(jwt) = &auth.jwt {
+        check_jwt(&at.key("jwt"), jwt, out);
     }
     let mut names = HashSet::new();
     for (i, entry) in auth.api_keys.iter().enumerate() {
@@ -112,4 +119,72 @@ fn is_resource_url(text: &str) -> bool {
         && text.parse::<Uri>().is_ok_and(|uri| {
             matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|h| !h.is_empty())
         })
+}
+
+/// JWTs accepted as bearer tokens.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JwtConfig {
+    /// The `iss` a token must carry (exact match). No default.
+    pub issuer: String,
+    /// The `aud` a token must contain: seawall's own canonical URL (RFC 8707). No
+    /// default.
+    pub audience: String,
+    /// A JWKS file with the issuer's public keys, read at start. Exactly one of
+    /// `jwks_file` and `jwks_url`. Default: none.
+    pub jwks_file: Option<PathBuf>,
+    /// A URL serving the JWKS, fetched at start and again when a token names an
+    /// unknown `kid` (at most once per 10 s). Default: none.
+    pub jwks_url: Option<String>,
+    /// Accepted signature algorithms, public-key ones only (RS256/384/512,
+    /// PS256/384/512, ES256/384, EdDSA). Default `[RS256, ES256]`.
+    pub algorithms: Vec<String>,
+    /// Allowed clock difference for `exp` and `nbf` (duration). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub leeway: Duration,
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        JwtConfig {
+            issuer: String::new(),
+            audience: String::new(),
+            jwks_file: None,
+            jwks_url: None,
+            algorithms: vec!["RS256".into(), "ES256".into()],
+            leeway: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The algorithms `jwt.algorithms` may name: signatures by public keys only.
+pub(crate) const PUBLIC_KEY_ALGORITHMS: [&str; 9] =
+    ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
+
+fn check_jwt(at: &FieldPath, jwt: &JwtConfig, out: &mut Vec<Problem>) {
+    if jwt.issuer.is_empty() {
+        out.push(Problem::new(at.key("issuer"), "must not be empty"));
+    }
+    if jwt.audience.is_empty() {
+        out.push(Problem::new(at.key("audience"), "must not be empty (seawall's canonical URL)"));
+    }
+    match (&jwt.jwks_file, &jwt.jwks_url) {
+        (Some(_), Some(_)) => out.push(Problem::new(at.clone(), "give either jwks_file or jwks_url, not both")),
+        (None, None) => out.push(Problem::new(at.clone(), "give jwks_file or jwks_url")),
+        (None, Some(url)) if !is_resource_url(url) => {
+            out.push(Problem::new(at.key("jwks_url"), format!("not an http(s) URL: {url:?}")))
+        }
+        _ => {}
+    }
+    if jwt.algorithms.is_empty() {
+        out.push(Problem::new(at.key("algorithms"), "at least one algorithm is needed"));
+    }
+    for (i, alg) in jwt.algorithms.iter().enumerate() {
+        if !PUBLIC_KEY_ALGORITHMS.contains(&alg.as_str()) {
+            out.push(Problem::new(
+                at.key("algorithms").index(i),
+                format!("{alg:?} is not a public-key algorithm (one of {})", PUBLIC_KEY_ALGORITHMS.join(", ")),
+            ));
+        }
+    }
 }

@@ -27,7 +27,8 @@ mod tests;
 
 use std::path::Path;
 
-pub use auth::{ApiKeyConfig, AuthConfig, ResourceMetadataConfig};
+pub(crate) use auth::PUBLIC_KEY_ALGORITHMS;
+pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
 pub use error::{ConfigError, ConfigIssue};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,

@@ -52,3 +52,27 @@ fn a_full_auth_section_is_accepted() {
     assert_eq!(auth.api_keys.len(), 2);
     assert!(ok(&with_upstream(&[])).auth.is_none());
 }
+
+#[test]
+fn jwt_needs_issuer_audience_one_jwks_source_and_public_key_algorithms() {
+    let found = issues(&with_upstream(&[
+        "auth:",
+        "  jwt:",
+        "    issuer: ''",
+        "    jwks_file: /k.json",
+        "    jwks_url: https://idp.example/jwks",
+        "    algorithms: [RS256, HS256, none]",
+    ]));
+    assert_eq!(found.len(), 5, "{found:#?}");
+    assert_issue(&found[0], 2, "auth.jwt.audience", "must not be empty");
+    assert_issue(&found[1], 2, "auth.jwt", "not both");
+    assert_issue(&found[2], 3, "auth.jwt.issuer", "must not be empty");
+    assert_issue(&found[3], 6, "auth.jwt.algorithms[1]", "\"HS256\" is not a public-key algorithm");
+    assert_issue(&found[4], 6, "auth.jwt.algorithms[2]", "\"none\" is not a public-key algorithm");
+    let config = ok(&with_upstream(&[
+        "auth:",
+        "  jwt: { issuer: 'https://idp.example', audience: 'https://gw.example/mcp', jwks_url: 'https://idp.example/jwks' }",
+    ]));
+    let jwt = config.auth.and_then(|a| a.jwt).unwrap_or_default();
+    assert_eq!((jwt.algorithms.len(), jwt.leeway.as_secs()), (2, 30));
+}

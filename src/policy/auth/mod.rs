@@ -1,7 +1,9 @@
-//! Authentication of clients of the HTTP listener: `Authorization: Bearer <key>` checked
-//! against the configured API keys, turning a request into a [`Principal`]. Off unless
-//! `auth:` is configured. The token is never logged, echoed or forwarded upstream.
+//! Authentication of clients of the HTTP listener: `Authorization: Bearer <token>`
+//! checked against the configured API keys, then as a JWT, turning a request into a
+//! [`Principal`]. Off unless `auth:` is configured. The token is never logged, echoed or
+//! forwarded upstream.
 
+pub(crate) mod jwt;
 pub(crate) mod keys;
 pub(crate) mod metadata;
 
@@ -10,6 +12,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, header};
 
+use self::jwt::JwtVerifier;
 use self::keys::KeySet;
 use self::metadata::Metadata;
 use crate::config::AuthConfig;
@@ -20,6 +23,7 @@ use crate::policy::Principal;
 pub(crate) struct Authenticator {
     /// `None`: clients do not authenticate.
     keys: Option<KeySet>,
+    jwt: Option<JwtVerifier>,
     metadata: Option<Arc<Metadata>>,
 }
 
@@ -56,14 +60,18 @@ impl fmt::Display for Unauthenticated {
 
 impl Authenticator {
     /// The authenticator for the `auth:` section; `None` turns authentication off.
-    pub(crate) fn new(config: Option<&AuthConfig>) -> Authenticator {
-        match config {
-            Some(auth) => Authenticator {
-                keys: Some(KeySet::new(&auth.api_keys)),
-                metadata: auth.resource_metadata.as_ref().map(|m| Arc::new(Metadata::new(m))),
-            },
-            None => Authenticator::default(),
-        }
+    /// Reads the JWKS file or fetches the JWKS URL when JWTs are configured.
+    pub(crate) async fn new(config: Option<&AuthConfig>) -> anyhow::Result<Authenticator> {
+        let Some(auth) = config else { return Ok(Authenticator::default()) };
+        let jwt = match &auth.jwt {
+            Some(jwt) => Some(JwtVerifier::new(jwt).await?),
+            None => None,
+        };
+        Ok(Authenticator {
+            keys: Some(KeySet::new(&auth.api_keys)),
+            jwt,
+            metadata: auth.resource_metadata.as_ref().map(|m| Arc::new(Metadata::new(m))),
+        })
     }
 
     /// The metadata document, when configured.
@@ -76,8 +84,9 @@ impl Authenticator {
         match &self.keys {
             None => "off".to_owned(),
             Some(keys) => format!(
-                "on: {} API key(s); protected-resource metadata {}",
+                "on: {} API key(s), JWT {}; protected-resource metadata {}",
                 keys.len(),
+                if self.jwt.is_some() { "on" } else { "off" },
                 if self.metadata.is_some() { "served" } else { "not configured" }
             ),
         }
@@ -85,7 +94,7 @@ impl Authenticator {
 
     /// The principal a request to `path` acts as: `Ok(None)` when authentication is
     /// off, an error when it is on and the request does not prove who it is.
-    pub(crate) fn authenticate(
+    pub(crate) async fn authenticate(
         &self,
         headers: &HeaderMap,
         path: &str,
@@ -97,7 +106,15 @@ impl Authenticator {
             metadata_url: self.metadata.as_ref().map(|m| m.url_for(path)),
         };
         let token = bearer_token(headers).map_err(|(reason, presented)| refuse(reason, presented))?;
-        keys.lookup(token).map(Some).ok_or_else(|| refuse("the bearer token is not a valid credential", true))
+        if let Some(principal) = keys.lookup(token) {
+            return Ok(Some(principal));
+        }
+        match &self.jwt {
+            Some(jwt) if JwtVerifier::looks_like_jwt(token) => {
+                jwt.verify(token).await.map(Some).map_err(|reason| refuse(reason, true))
+            }
+            _ => Err(refuse("the bearer token is not a valid credential", true)),
+        }
     }
 }
 
@@ -132,13 +149,14 @@ mod tests {
     const KEY: &str = "0123456789abcdef-ci";
 
     fn on() -> Authenticator {
-        Authenticator::new(Some(&AuthConfig {
-            api_keys: vec![ApiKeyConfig { name: "ci".into(), key: Some(KEY.into()), sha256: None }],
-            resource_metadata: Some(ResourceMetadataConfig {
+        Authenticator {
+            keys: Some(KeySet::new(&[ApiKeyConfig { name: "ci".into(), key: Some(KEY.into()), sha256: None }])),
+            jwt: None,
+            metadata: Some(Arc::new(Metadata::new(&ResourceMetadataConfig {
                 resource: "https://gw.example/mcp".into(),
                 ..ResourceMetadataConfig::default()
-            }),
-        }))
+            }))),
+        }
     }
 
     fn with_auth(value: &'static str) -> HeaderMap {
@@ -147,40 +165,40 @@ mod tests {
         h
     }
 
-    #[test]
-    fn off_admits_everyone_as_nobody() {
-        let auth = Authenticator::new(None);
+    #[tokio::test]
+    async fn off_admits_everyone_as_nobody() {
+        let auth = Authenticator::default();
         assert_eq!(auth.describe(), "off");
-        assert_eq!(auth.authenticate(&HeaderMap::new(), "/mcp").ok(), Some(None));
+        assert_eq!(auth.authenticate(&HeaderMap::new(), "/mcp").await.ok(), Some(None));
     }
 
-    #[test]
-    fn a_good_key_is_its_principal() {
+    #[tokio::test]
+    async fn a_good_key_is_its_principal() {
         let h = with_auth("Bearer 0123456789abcdef-ci");
-        let p = on().authenticate(&h, "/mcp").ok().flatten().map(|p| p.label());
+        let p = on().authenticate(&h, "/mcp").await.ok().flatten().map(|p| p.label());
         assert_eq!(p.as_deref(), Some("key:ci"));
         let h = with_auth("bearer   0123456789abcdef-ci");
-        assert!(on().authenticate(&h, "/mcp").is_ok());
+        assert!(on().authenticate(&h, "/mcp").await.is_ok());
     }
 
-    #[test]
-    fn refusals_challenge_with_the_metadata_url() {
+    #[tokio::test]
+    async fn refusals_challenge_with_the_metadata_url() {
         let auth = on();
-        let missing = auth.authenticate(&HeaderMap::new(), "/mcp").err().map(|e| e.challenge());
+        let missing = auth.authenticate(&HeaderMap::new(), "/mcp").await.err().map(|e| e.challenge());
         let url = "https://gw.example/.well-known/oauth-protected-resource/mcp";
         assert_eq!(missing, Some(format!("Bearer resource_metadata=\"{url}\"")));
         for bad in ["Bearer wrong-key-wrong-key", "Bearer ", "Bearer a b"] {
-            let err = auth.authenticate(&with_auth(bad), "/mcp/github").err();
+            let err = auth.authenticate(&with_auth(bad), "/mcp/github").await.err();
             let challenge = err.map(|e| e.challenge()).unwrap_or_default();
             assert!(challenge.ends_with("/mcp/github\", error=\"invalid_token\""), "{bad}: {challenge}");
         }
-        let basic = auth.authenticate(&with_auth("Basic Y2k6MDEy"), "/mcp").err();
+        let basic = auth.authenticate(&with_auth("Basic Y2k6MDEy"), "/mcp").await.err();
         assert_eq!(basic.map(|e| e.token_presented), Some(false));
     }
 
-    #[test]
-    fn the_reason_never_contains_the_token() {
-        let err = on().authenticate(&with_auth("Bearer secret-token-value"), "/mcp").err();
+    #[tokio::test]
+    async fn the_reason_never_contains_the_token() {
+        let err = on().authenticate(&with_auth("Bearer secret-token-value"), "/mcp").await.err();
         let text = err.map(|e| format!("{e} {e:?} {}", e.challenge())).unwrap_or_default();
         assert!(!text.contains("secret-token-value"));
     }
