@@ -187,3 +187,93 @@ fn reason_of(kind: &ErrorKind) -> &'static str {
         _ => "the token cannot be verified",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use serde_json::json;
+
+    use super::*;
+
+    fn pair() -> Ed25519KeyPair {
+        let doc = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
+        Ed25519KeyPair::from_pkcs8(doc.as_ref()).unwrap()
+    }
+
+    fn verifier(pair: &Ed25519KeyPair, extra: Vec<Value>) -> JwtVerifier {
+        let x = B64.encode(pair.public_key().as_ref());
+        let mut keys = vec![json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": x})];
+        keys.extend(extra);
+        let set: JwkSet = serde_json::from_value(json!({ "keys": keys })).unwrap();
+        JwtVerifier {
+            issuer: "https://idp".into(),
+            audience: "https://gw/mcp".into(),
+            algorithms: vec![Algorithm::EdDSA],
+            leeway: 30,
+            source: Source::File,
+            keys: RwLock::new(Arc::new(set.keys)),
+            last_fetch: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    fn sign(pair: &Ed25519KeyPair, header: Value, claims: Value) -> String {
+        let input = format!("{}.{}", B64.encode(header.to_string()), B64.encode(claims.to_string()));
+        format!("{input}.{}", B64.encode(pair.sign(input.as_bytes()).as_ref()))
+    }
+
+    fn now() -> i64 {
+        i64::try_from(jsonwebtoken::get_current_timestamp()).unwrap()
+    }
+
+    fn claims(exp_in: i64) -> Value {
+        json!({"iss": "https://idp", "aud": "https://gw/mcp", "sub": "alice", "exp": now() + exp_in, "role": "dev"})
+    }
+
+    #[tokio::test]
+    async fn claims_are_checked_with_the_leeway() {
+        let p = pair();
+        let v = verifier(&p, vec![]);
+        let eddsa = json!({"alg": "EdDSA", "kid": "k"});
+        let ok = v.verify(&sign(&p, eddsa.clone(), claims(60))).await.unwrap();
+        assert_eq!((ok.label(), ok.claims["role"].clone()), ("sub:alice".to_owned(), json!("dev")));
+        assert!(v.verify(&sign(&p, eddsa.clone(), claims(-10))).await.is_ok(), "within the leeway");
+        assert_eq!(v.verify(&sign(&p, eddsa.clone(), claims(-60))).await.err(), Some("the token has expired"));
+        let mut c = claims(60);
+        c["aud"] = json!(["https://other", "https://gw/mcp"]);
+        assert!(v.verify(&sign(&p, eddsa.clone(), c.clone())).await.is_ok(), "one of several audiences");
+        c["aud"] = json!("https://other");
+        assert_eq!(v.verify(&sign(&p, eddsa.clone(), c)).await.err(), Some("the token's audience is not this gateway"));
+        let mut c = claims(60);
+        c["iss"] = json!("https://idp/");
+        assert_eq!(
+            v.verify(&sign(&p, eddsa.clone(), c)).await.err(),
+            Some("the token's issuer is not the configured one")
+        );
+        let mut c = claims(60);
+        c["nbf"] = json!(now() + 120);
+        assert_eq!(v.verify(&sign(&p, eddsa.clone(), c)).await.err(), Some("the token is not valid yet"));
+        let mut c = claims(60);
+        c["sub"] = json!("");
+        assert_eq!(v.verify(&sign(&p, eddsa, c)).await.err(), Some("the token has no subject"));
+    }
+
+    #[tokio::test]
+    async fn only_the_configured_algorithms_and_public_keys_verify() {
+        let p = pair();
+        let secret = json!({"kty": "oct", "kid": "s", "k": B64.encode(b"shared-secret")});
+        let v = verifier(&p, vec![secret]);
+        let other = sign(&pair(), json!({"alg": "EdDSA", "kid": "k"}), claims(60));
+        assert_eq!(v.verify(&other).await.err(), Some("the token's signature is invalid"));
+        let unknown = sign(&p, json!({"alg": "EdDSA", "kid": "nope"}), claims(60));
+        assert_eq!(v.verify(&unknown).await.err(), Some("no key for the token"));
+        let no_kid = sign(&p, json!({"alg": "EdDSA"}), claims(60));
+        assert!(v.verify(&no_kid).await.is_ok(), "without kid, the key of the right family");
+        for alg in ["HS256", "none", "RS256"] {
+            let token = sign(&p, json!({"alg": alg, "kid": "s"}), claims(60));
+            assert!(v.verify(&token).await.is_err(), "{alg}");
+        }
+        assert!(JwtVerifier::looks_like_jwt("a.b.c") && !JwtVerifier::looks_like_jwt("plain-api-key"));
+    }
+}
