@@ -30,6 +30,7 @@ use crate::errors::{RewriteLayer, Rewriter};
 use crate::gateway::Gateway;
 use crate::mcp::init::InitParams;
 use crate::policy::admission::AdmissionLayer;
+use crate::policy::auth::Authenticator;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
@@ -211,9 +212,13 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
+    // Who is calling: checked first on every MCP request, before any session is found.
+    let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
+    tracing::info!(auth = %auth.describe(), "client authentication");
     let state = HttpState {
         gateway: Arc::clone(&gateway),
         origin: OriginPolicy::new(&config.security, local),
+        auth: Arc::clone(&auth),
         max_body_bytes: config.limits.max_body_bytes,
         body_timeout: config.limits.body_timeout,
         closing: tokio_util::sync::CancellationToken::new(),
@@ -228,7 +233,11 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     // The admin listener has a small budget of its own, so it answers while clients
     // saturate theirs.
     let admin_limits = ListenerLimits { max_connections: ADMIN_CONNECTIONS, max_per_peer: 0, ..client_limits };
-    let app = streamable_http::router(state);
+    let mut app = streamable_http::router(state);
+    if let Some(metadata) = auth.metadata() {
+        let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
+        app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
+    }
     println!("seawall listening on http://{local}/mcp");
 
     let admin = match config.admin_listen {

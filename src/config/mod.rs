@@ -12,6 +12,7 @@
 //! together, in line order.
 //! This module has no behaviour beyond that: it does not open sockets or spawn anything.
 
+mod auth;
 mod collect;
 mod error;
 mod expand;
@@ -27,6 +28,8 @@ mod tests;
 
 use std::path::Path;
 
+pub(crate) use auth::PUBLIC_KEY_ALGORITHMS;
+pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
 pub use error::{ConfigError, ConfigIssue};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::AuthConfig;
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
 use super::upstream::{Defaults, UpstreamConfig};
@@ -38,6 +39,8 @@ pub struct Config {
     pub defaults: Defaults,
     /// Error rewriting and validation.
     pub errors: ErrorsConfig,
+    /// Client authentication; absent (the default) means clients do not authenticate.
+    pub auth: Option<AuthConfig>,
     /// Rate limits on client requests. Default: none.
     pub rate_limits: RateLimitsConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
@@ -55,6 +58,7 @@ impl Default for Config {
             security: SecurityConfig::default(),
             defaults: Defaults::default(),
             errors: ErrorsConfig::default(),
+            auth: None,
             rate_limits: RateLimitsConfig::default(),
             upstreams: Vec::new(),
         }

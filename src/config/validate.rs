@@ -50,6 +50,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     check_listeners(config.listen, config.admin_listen, &mut out);
     check_limits(config, &mut out);
     check_security(config, &mut out);
+    super::auth::check_auth(config.auth.as_ref(), &mut out);
     let defaults = FieldPath::root().key("defaults").key("timeouts");
     check_timeouts(&defaults, &config.defaults.timeouts, &mut out);
     check_resilience_defaults(config, &mut out);

@@ -153,6 +153,7 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
             Err(err) => return err.response(&request_id),
         }
     };
+    state.server.record_headers(&session, &headers);
     let streaming = wants_stream(&msg);
     let (out, messages) = if streaming {
         let (out, rx) = Outbound::channel();

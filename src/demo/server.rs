@@ -115,6 +115,15 @@ impl DemoServer {
         self.state.record(session, event);
     }
 
+    /// Records an HTTP request's header names and its `Authorization` value (`null`
+    /// when absent), so tests can see exactly what a gateway forwards.
+    pub(crate) fn record_headers(&self, session: &Session, headers: &axum::http::HeaderMap) {
+        let names: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
+        let authorization =
+            headers.get(axum::http::header::AUTHORIZATION).map(|v| String::from_utf8_lossy(v.as_bytes()));
+        self.record(session, json!({"event": "http_headers", "names": names, "authorization": authorization}));
+    }
+
     /// Take one incoming message. Requests are spawned (must be called inside a
     /// Tokio runtime); `out` receives messages tied to the request.
     pub(crate) fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {

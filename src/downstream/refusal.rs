@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | body is not JSON / not JSON-RPC | -32700 / -32600 | 400 |
 //! | `initialize` without usable params | -32602 | 400 |
+//! | no, malformed or unknown bearer token (when `auth` is on) | -32000 | 401 + `WWW-Authenticate` |
 //! | ambiguous or malformed Host / authority, batch outside 2025-03-26 | -32600 | 400 |
 //! | missing `Mcp-Session-Id` / unknown session | -32600 | 400 / 404 |
 //! | unsupported `MCP-Protocol-Version` | -32600 | 400 |
@@ -31,6 +32,7 @@ use serde_json::{Value, json};
 use crate::errors::correlation_id;
 use crate::jsonrpc::{self, DecodeError, Id, code};
 use crate::mcp;
+use crate::policy::auth::Unauthenticated;
 use crate::policy::origin::OriginRefusal;
 
 /// Why the HTTP transport refused a request.
@@ -64,6 +66,8 @@ pub(crate) enum Refusal {
     SessionNotFound,
     /// `MCP-Protocol-Version` names a version seawall does not speak.
     UnsupportedVersion,
+    /// Client authentication is on and the request did not authenticate.
+    Unauthorized(Unauthenticated),
     /// The Host, authority or Origin failed the DNS-rebinding checks.
     Forbidden(OriginRefusal),
     /// An HTTP method other than GET, POST and DELETE.
@@ -91,6 +95,7 @@ impl Refusal {
             | Refusal::InvalidInitialize(_)
             | Refusal::SessionRequired
             | Refusal::UnsupportedVersion => StatusCode::BAD_REQUEST,
+            Refusal::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Refusal::Forbidden(OriginRefusal::Ambiguous(_)) => StatusCode::BAD_REQUEST,
             Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
             Refusal::NoSuchUpstream | Refusal::SessionNotFound => StatusCode::NOT_FOUND,
@@ -110,6 +115,7 @@ impl Refusal {
             Refusal::Malformed(DecodeError::Parse(_)) => code::PARSE_ERROR,
             Refusal::InvalidInitialize(_) => code::INVALID_PARAMS,
             Refusal::TooManySessions { .. } | Refusal::TooManyConnections => code::OVERLOADED,
+            Refusal::Unauthorized(_) => code::UNAUTHORIZED,
             _ => code::INVALID_REQUEST,
         }
     }
@@ -134,6 +140,7 @@ impl Refusal {
             Refusal::UnsupportedVersion => {
                 format!("Unsupported protocol version (supported: {})", mcp::LEGACY_VERSIONS.join(", "))
             }
+            Refusal::Unauthorized(_) => "Unauthorized".into(),
             Refusal::Forbidden(OriginRefusal::Ambiguous(why)) => format!("Bad Request: {why}"),
             Refusal::Forbidden(why) => format!("Forbidden: {why}"),
             Refusal::MethodNotAllowed => "Method not allowed".into(),
@@ -144,6 +151,14 @@ impl Refusal {
             Refusal::TooManyConnections => {
                 format!("Overloaded: too many connections; retry in {} s", seconds(CONNECTION_RETRY_AFTER))
             }
+        }
+    }
+
+    /// More than the client is told, for the log (never a credential).
+    fn detail(&self) -> &str {
+        match self {
+            Refusal::Unauthorized(why) => why.reason,
+            _ => "",
         }
     }
 
@@ -181,6 +196,11 @@ impl Refusal {
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(secs) = self.retry_after() {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Refusal::Unauthorized(why) = self
+            && let Ok(challenge) = HeaderValue::from_str(&why.challenge())
+        {
+            h.insert(header::WWW_AUTHENTICATE, challenge);
         }
         if matches!(self, Refusal::MethodNotAllowed) {
             h.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -239,6 +259,7 @@ impl RequestInfo {
             status = refusal.status().as_u16(),
             code = refusal.code(),
             reason = %refusal.message(),
+            detail = %refusal.detail(),
             method = %self.method,
             path = %self.path,
             peer = %peer,

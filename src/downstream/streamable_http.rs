@@ -24,6 +24,8 @@ use super::refusal::{Refusal, RequestInfo};
 use crate::gateway::{EncodedAnswer, Gateway, InitError};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp;
+use crate::policy::Principal;
+use crate::policy::auth::Authenticator;
 use crate::policy::origin::OriginPolicy;
 use crate::session::{Scope, Session};
 use crate::sse;
@@ -42,6 +44,8 @@ pub struct HttpState {
     pub gateway: Arc<Gateway>,
     /// Host/Origin validation.
     pub origin: OriginPolicy,
+    /// Client authentication (off unless `auth:` is configured).
+    pub(crate) auth: Arc<Authenticator>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
     /// Longest wait for a whole POST body.
@@ -56,15 +60,12 @@ pub fn router(state: HttpState) -> Router {
 }
 
 async fn aggregate(State(st): State<HttpState>, req: Request) -> Response {
-    endpoint(st, Scope::Aggregate, req).await
+    endpoint(st, Some(Scope::Aggregate), req).await
 }
 
 async fn single(State(st): State<HttpState>, Path(upstream): Path<String>, req: Request) -> Response {
     let scope = st.gateway.upstreams().get(&upstream).map(|handle| Scope::Single(Arc::clone(&handle.name)));
-    match scope {
-        Some(scope) => endpoint(st, scope, req).await,
-        None => info_of(&req).refuse(&Refusal::NoSuchUpstream, None),
-    }
+    endpoint(st, scope, req).await
 }
 
 fn info_of(req: &Request) -> RequestInfo {
@@ -80,6 +81,8 @@ struct Cx<'a> {
     st: &'a HttpState,
     info: RequestInfo,
     headers: HeaderMap,
+    /// Who is calling, when clients authenticate.
+    principal: Option<Arc<Principal>>,
 }
 
 impl Cx<'_> {
@@ -88,13 +91,20 @@ impl Cx<'_> {
     }
 }
 
-async fn endpoint(st: HttpState, scope: Scope, req: Request) -> Response {
+/// `scope` is `None` for `/mcp/<name>` naming no upstream, which only an authenticated
+/// client learns.
+async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response {
     let info = info_of(&req);
     let (parts, body) = req.into_parts();
     if let Err(refusal) = st.origin.check(parts.version, &parts.uri, &parts.headers) {
         return info.refuse(&Refusal::Forbidden(refusal), None);
     }
-    let cx = Cx { st: &st, info, headers: parts.headers };
+    let principal = match st.auth.authenticate(&parts.headers, &info.path).await {
+        Ok(principal) => principal,
+        Err(why) => return info.refuse(&Refusal::Unauthorized(why), None),
+    };
+    let Some(scope) = scope else { return info.refuse(&Refusal::NoSuchUpstream, None) };
+    let cx = Cx { st: &st, info, headers: parts.headers, principal };
     match parts.method {
         Method::POST => post(&cx, scope, body).await,
         Method::GET => get(&cx, scope).await,
@@ -190,14 +200,14 @@ async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
             {
                 return initialize(cx, scope, req).await;
             }
-            let session = match session_for(st, &scope, &cx.headers) {
+            let session = match session_for(cx, &scope) {
                 Ok(s) => s,
                 Err(refusal) => return cx.refuse(refusal, id.as_ref()),
             };
             dispatch(st, &session, msg, accept.sse).await
         }
         Payload::Batch(items) => {
-            let session = match session_for(st, &scope, &cx.headers) {
+            let session = match session_for(cx, &scope) {
                 Ok(s) => s,
                 Err(refusal) => return cx.refuse(refusal, None),
             };
@@ -214,7 +224,7 @@ async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    match cx.st.gateway.initialize(scope, req, peer, None).await {
+    match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone()).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);
@@ -235,8 +245,10 @@ async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Respon
     }
 }
 
-/// Finds the session a request names, with the spec's status codes when it cannot.
-fn session_for(st: &HttpState, scope: &Scope, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
+/// Finds the session a request names, with the spec's status codes when it cannot. A
+/// session opened by another principal is not found: its existence is not revealed.
+fn session_for(cx: &Cx<'_>, scope: &Scope) -> Result<Arc<Session>, Refusal> {
+    let headers = &cx.headers;
     if let Some(version) = headers.get(VERSION_HEADER)
         && !version.to_str().is_ok_and(mcp::is_supported)
     {
@@ -245,8 +257,8 @@ fn session_for(st: &HttpState, scope: &Scope, headers: &HeaderMap) -> Result<Arc
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(Refusal::SessionRequired);
     };
-    match st.gateway.session(id) {
-        Some(session) if &session.scope == scope => Ok(session),
+    match cx.st.gateway.session(id) {
+        Some(session) if &session.scope == scope && session.admits(cx.principal.as_deref()) => Ok(session),
         _ => Err(Refusal::SessionNotFound),
     }
 }
@@ -346,7 +358,7 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
     if !accepts(&cx.headers).sse {
         return cx.refuse(Refusal::NotAcceptable { stream: true }, None);
     }
-    let session = match session_for(cx.st, &scope, &cx.headers) {
+    let session = match session_for(cx, &scope) {
         Ok(s) => s,
         Err(refusal) => return cx.refuse(refusal, None),
     };
@@ -401,7 +413,7 @@ impl Drop for OutboxStream {
 }
 
 async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {
-    let session = match session_for(cx.st, &scope, &cx.headers) {
+    let session = match session_for(cx, &scope) {
         Ok(s) => s,
         Err(refusal) => return cx.refuse(refusal, None),
     };

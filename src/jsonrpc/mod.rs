@@ -26,6 +26,8 @@ pub(crate) mod code {
     pub const INTERNAL_ERROR: i64 = -32603;
     /// Resource not found (MCP up to 2025-11-25).
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// The client did not authenticate (HTTP 401), as MCP SDKs answer it.
+    pub const UNAUTHORIZED: i64 = -32000;
     /// Request timed out.
     pub const REQUEST_TIMEOUT: i64 = -32001;
     /// The upstream that serves this request is unavailable (seawall's own code).

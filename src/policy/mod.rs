@@ -1,6 +1,7 @@
 //! Policies enforced before a request is routed. One concern per module.
 
 pub mod admission;
+pub(crate) mod auth;
 pub mod origin;
 pub mod principal;
 pub mod rate_limit;

@@ -276,9 +276,11 @@ impl Session {
     }
 
     /// Whether a request made as `principal` may use this session: the same principal
-    /// that opened it (or none, when neither authenticated).
+    /// that opened it (or none, when neither authenticated). Identity is the credential
+    /// kind and name, so a client that renews its JWT keeps its session.
     pub fn admits(&self, principal: Option<&Principal>) -> bool {
-        self.principal.get().map(|p| &**p) == principal
+        let identity = |p: &Principal| (p.credential, Arc::clone(&p.name));
+        self.principal.get().map(|p| identity(p)) == principal.map(identity)
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).

@@ -54,6 +54,10 @@ fn example_yaml_is_valid_with_token_set() {
     };
     assert_eq!(url, "http://127.0.0.1:18080/mcp");
     assert_eq!(headers["Authorization"], "Bearer dev-token");
+
+    let auth = config.auth.unwrap_or_default();
+    assert_eq!(auth.api_keys[0].name, "ops");
+    assert_eq!(auth.resource_metadata.map(|m| m.resource).as_deref(), Some("https://gw.example/mcp"));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Tests for loading and validating configuration. Documents are built line by line
 //! with [`doc`] so the expected line numbers can be read off the source.
 
+mod auth;
 mod collect;
 mod files;
 mod load;

@@ -1,0 +1,190 @@
+//! Client authentication settings (the top-level `auth:` key). Absent means clients
+//! do not authenticate, as before.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::Uri;
+use serde::{Deserialize, Serialize};
+
+use super::locate::FieldPath;
+use super::validate::Problem;
+
+/// How clients of the HTTP listener authenticate.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Static API keys accepted as `Authorization: Bearer <key>`. Default `[]`; `auth`
+    /// needs keys, `jwt`, or both.
+    pub api_keys: Vec<ApiKeyConfig>,
+    /// JWT bearer tokens verified against the issuer's public keys. Default: none.
+    pub jwt: Option<JwtConfig>,
+    /// OAuth Protected Resource Metadata (RFC 9728) served at
+    /// `/.well-known/oauth-protected-resource[/mcp[/<upstream>]]` and named by the
+    /// `WWW-Authenticate` header of every 401. Default: none (no document, and the
+    /// header carries no `resource_metadata`).
+    pub resource_metadata: Option<ResourceMetadataConfig>,
+}
+
+/// One API key, given as is (`key`) or as the hex SHA-256 digest of the key (`sha256`);
+/// exactly one of the two.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiKeyConfig {
+    /// The principal a request with this key acts as (unique, non-empty). No default.
+    pub name: String,
+    /// The key itself (at least 16 characters; `${VAR}` expansion helps keep it out of
+    /// the file). Default: none.
+    pub key: Option<String>,
+    /// The key's SHA-256 digest, 64 hex digits. Default: none.
+    pub sha256: Option<String>,
+}
+
+/// The fields of the protected-resource metadata document.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceMetadataConfig {
+    /// seawall's own canonical URL as clients reach it, e.g. `https://gw.example/mcp`
+    /// (an `http`/`https` URL without fragment). No default.
+    pub resource: String,
+    /// Issuer URLs of the authorization servers clients may get tokens from.
+    /// Default `[]`.
+    pub authorization_servers: Vec<String>,
+    /// Scopes clients may request. Default `[]` (left out of the document).
+    pub scopes_supported: Vec<String>,
+}
+
+/// Shortest accepted literal API key (characters).
+const MIN_KEY_CHARS: usize = 16;
+
+/// Checks the `auth:` section, when present.
+pub(crate) fn check_auth(auth: Option<&AuthConfig>, out: &mut Vec<Problem>) {
+    let Some(auth) = auth else { return };
+    let at = FieldPath::root().key("auth");
+    if auth.api_keys.is_empty() && auth.jwt.is_none() {
+        out.push(Problem::new(at.key("api_keys"), "at least one API key (or jwt) is needed when auth is configured"));
+    }
+    if let Some(jwt) = &auth.jwt {
+        check_jwt(&at.key("jwt"), jwt, out);
+    }
+    let mut names = HashSet::new();
+    for (i, entry) in auth.api_keys.iter().enumerate() {
+        let here = at.key("api_keys").index(i);
+        if entry.name.trim().is_empty() {
+            out.push(Problem::new(here.key("name"), "must not be empty"));
+        } else if !names.insert(entry.name.as_str()) {
+            out.push(Problem::new(here.key("name"), format!("duplicate API key name {:?}", entry.name)));
+        }
+        match (&entry.key, &entry.sha256) {
+            (Some(_), Some(_)) => out.push(Problem::new(here, "give either key or sha256, not both")),
+            (None, None) => out.push(Problem::new(here, "give key or sha256")),
+            (Some(key), None) if key.chars().count() < MIN_KEY_CHARS => out.push(Problem::new(
+                here.key("key"),
+                format!("must be at least {MIN_KEY_CHARS} characters (is the variable set?)"),
+            )),
+            (None, Some(hex)) if !is_sha256_hex(hex) => {
+                out.push(Problem::new(here.key("sha256"), "must be 64 hex digits"))
+            }
+            _ => {}
+        }
+    }
+    if let Some(meta) = &auth.resource_metadata {
+        let here = at.key("resource_metadata");
+        if !is_resource_url(&meta.resource) {
+            out.push(Problem::new(
+                here.key("resource"),
+                format!("not an http(s) URL without fragment: {:?}", meta.resource),
+            ));
+        }
+        for (i, server) in meta.authorization_servers.iter().enumerate() {
+            if !is_resource_url(server) {
+                out.push(Problem::new(
+                    here.key("authorization_servers").index(i),
+                    format!("not an http(s) URL: {server:?}"),
+                ));
+            }
+        }
+    }
+}
+
+/// 64 hex digits, either case.
+pub(crate) fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// An absolute `http`/`https` URL with a host and no fragment (RFC 8707 resource).
+fn is_resource_url(text: &str) -> bool {
+    !text.contains('#')
+        && text.parse::<Uri>().is_ok_and(|uri| {
+            matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|h| !h.is_empty())
+        })
+}
+
+/// JWTs accepted as bearer tokens.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JwtConfig {
+    /// The `iss` a token must carry (exact match). No default.
+    pub issuer: String,
+    /// The `aud` a token must contain: seawall's own canonical URL (RFC 8707). No
+    /// default.
+    pub audience: String,
+    /// A JWKS file with the issuer's public keys, read at start. Exactly one of
+    /// `jwks_file` and `jwks_url`. Default: none.
+    pub jwks_file: Option<PathBuf>,
+    /// A URL serving the JWKS, fetched at start and again when a token names an
+    /// unknown `kid` (at most once per 10 s). Default: none.
+    pub jwks_url: Option<String>,
+    /// Accepted signature algorithms, public-key ones only (RS256/384/512,
+    /// PS256/384/512, ES256/384, EdDSA). Default `[RS256, ES256]`.
+    pub algorithms: Vec<String>,
+    /// Allowed clock difference for `exp` and `nbf` (duration). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub leeway: Duration,
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        JwtConfig {
+            issuer: String::new(),
+            audience: String::new(),
+            jwks_file: None,
+            jwks_url: None,
+            algorithms: vec!["RS256".into(), "ES256".into()],
+            leeway: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The algorithms `jwt.algorithms` may name: signatures by public keys only.
+pub(crate) const PUBLIC_KEY_ALGORITHMS: [&str; 9] =
+    ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
+
+fn check_jwt(at: &FieldPath, jwt: &JwtConfig, out: &mut Vec<Problem>) {
+    if jwt.issuer.is_empty() {
+        out.push(Problem::new(at.key("issuer"), "must not be empty"));
+    }
+    if jwt.audience.is_empty() {
+        out.push(Problem::new(at.key("audience"), "must not be empty (seawall's canonical URL)"));
+    }
+    match (&jwt.jwks_file, &jwt.jwks_url) {
+        (Some(_), Some(_)) => out.push(Problem::new(at.clone(), "give either jwks_file or jwks_url, not both")),
+        (None, None) => out.push(Problem::new(at.clone(), "give jwks_file or jwks_url")),
+        (None, Some(url)) if !is_resource_url(url) => {
+            out.push(Problem::new(at.key("jwks_url"), format!("not an http(s) URL: {url:?}")))
+        }
+        _ => {}
+    }
+    if jwt.algorithms.is_empty() {
+        out.push(Problem::new(at.key("algorithms"), "at least one algorithm is needed"));
+    }
+    for (i, alg) in jwt.algorithms.iter().enumerate() {
+        if !PUBLIC_KEY_ALGORITHMS.contains(&alg.as_str()) {
+            out.push(Problem::new(
+                at.key("algorithms").index(i),
+                format!("{alg:?} is not a public-key algorithm (one of {})", PUBLIC_KEY_ALGORITHMS.join(", ")),
+            ));
+        }
+    }
+}
