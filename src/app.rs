@@ -5,7 +5,7 @@
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
 //!        ─► gateway                       session lookup, progress tokens, related messages
-//!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ rate limit ◄ cancel ◄ routes
+//!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
 //!        ─► call::Transport               HTTP session, replicas, or supervised stdio process
 //! ```
@@ -31,6 +31,7 @@ use crate::gateway::Gateway;
 use crate::mcp::init::InitParams;
 use crate::policy::admission::AdmissionLayer;
 use crate::policy::auth::Authenticator;
+use crate::policy::authz::AuthorizeLayer;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
@@ -62,6 +63,7 @@ fn client_stack(
     rewriter: Arc<Rewriter>,
     limits: &LimitsConfig,
     rate_limits: RateLimitLayer,
+    authorize: AuthorizeLayer,
 ) -> ClientService {
     let stack = ServiceBuilder::new()
         // Every failure from any layer below becomes one sanitised answer, with the
@@ -70,6 +72,9 @@ fn client_stack(
         // Admission: no second initialize, no id twice in flight, and the session's and
         // the gateway's in-flight caps, all refusing with the same overload answer.
         .layer(AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session))
+        // Authorisation rules: a denied name is answered as unknown; lists lose what the
+        // principal may not use.
+        .layer(authorize)
         // Rate limits (GCRA) per principal, tool, upstream and gateway: -32013, HTTP 429.
         .layer(rate_limits)
         // The client's notifications/cancelled ends the request at once (-32800) and
@@ -204,7 +209,8 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         Arc::clone(&rewriter),
     ));
     let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
-    let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits);
+    let authorize = AuthorizeLayer::new(&config.authorization);
+    let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
         .with_max_per_peer(config.session.max_sessions_per_peer);
     let gateway = Arc::new(Gateway::new(router, client, sessions));

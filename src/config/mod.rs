@@ -13,6 +13,7 @@
 //! This module has no behaviour beyond that: it does not open sockets or spawn anything.
 
 mod auth;
+mod authorization;
 mod collect;
 mod error;
 mod expand;
@@ -30,6 +31,7 @@ use std::path::Path;
 
 pub(crate) use auth::PUBLIC_KEY_ALGORITHMS;
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
+pub use authorization::{AuthorizationConfig, AuthzRuleConfig, Decision, PatternsConfig, PrincipalMatcher};
 pub use error::{ConfigError, ConfigIssue};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{

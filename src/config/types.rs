@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::auth::AuthConfig;
+use super::authorization::AuthorizationConfig;
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
 use super::upstream::{Defaults, UpstreamConfig};
@@ -43,6 +44,9 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// Rate limits on client requests. Default: none.
     pub rate_limits: RateLimitsConfig,
+    /// Which principals may use which tools, prompts and resources. Default: everything
+    /// allowed.
+    pub authorization: AuthorizationConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -60,6 +64,7 @@ impl Default for Config {
             errors: ErrorsConfig::default(),
             auth: None,
             rate_limits: RateLimitsConfig::default(),
+            authorization: AuthorizationConfig::default(),
             upstreams: Vec::new(),
         }
     }

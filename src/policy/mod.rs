@@ -2,6 +2,8 @@
 
 pub mod admission;
 pub(crate) mod auth;
+pub(crate) mod authz;
+pub(crate) mod glob;
 pub mod origin;
 pub mod principal;
 pub mod rate_limit;

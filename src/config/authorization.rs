@@ -1,0 +1,134 @@
+//! The `authorization:` section: which principals may use which tools, prompts and
+//! resources, as ordered rules of glob patterns.
+
+use serde::{Deserialize, Serialize};
+
+use super::locate::FieldPath;
+use super::validate::Problem;
+
+/// Authorisation of client requests. Default: no rules, everything allowed.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthorizationConfig {
+    /// The decision when no rule matches: `allow` or `deny`. Default `allow`.
+    pub default: Decision,
+    /// The rules, in order; the first rule that matches decides. Default: none.
+    pub rules: Vec<AuthzRuleConfig>,
+}
+
+/// An authorisation decision.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The request may proceed.
+    #[default]
+    Allow,
+    /// The request is answered as if the name did not exist.
+    Deny,
+}
+
+/// One rule: for these principals, these names are allowed or denied.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthzRuleConfig {
+    /// Whom the rule is about: an API key's name or a JWT's `sub` (exact),
+    /// `claim:<name>=<value>`, `*` (any authenticated principal) or `anonymous`
+    /// (unauthenticated requests). At least one. Required.
+    pub principals: Vec<String>,
+    /// Names the rule allows. Default: none.
+    #[serde(default)]
+    pub allow: Option<PatternsConfig>,
+    /// Names the rule denies; checked before `allow`. Default: none.
+    #[serde(default)]
+    pub deny: Option<PatternsConfig>,
+}
+
+/// Glob patterns (`*`, `?`) per kind of name, as the client sees the names.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct PatternsConfig {
+    /// Tool names as listed on the endpoint (`<upstream>__<tool>` on `/mcp`). Default: none.
+    pub tools: Vec<String>,
+    /// Prompt names as listed on the endpoint. Default: none.
+    pub prompts: Vec<String>,
+    /// Resource URIs (and, for `resources/templates/list`, URI templates). Default: none.
+    pub resources: Vec<String>,
+}
+
+/// A parsed principal matcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalMatcher {
+    /// Any authenticated principal (`*`).
+    Any,
+    /// Unauthenticated requests (`anonymous`).
+    Anonymous,
+    /// The principal with this API key name or JWT `sub`.
+    Name(String),
+    /// A principal whose claim `name` is `value`, contains `value` (array), or for
+    /// `scope`, lists `value` among its space-separated scopes.
+    Claim {
+        /// The claim's name.
+        name: String,
+        /// The value looked for.
+        value: String,
+    },
+}
+
+impl PrincipalMatcher {
+    /// Parses one entry of `principals`.
+    pub fn parse(text: &str) -> Result<PrincipalMatcher, String> {
+        if text.is_empty() {
+            return Err("must not be empty (use \"*\" for every authenticated principal)".into());
+        }
+        if text == "*" {
+            return Ok(PrincipalMatcher::Any);
+        }
+        if text == "anonymous" {
+            return Ok(PrincipalMatcher::Anonymous);
+        }
+        let Some(claim) = text.strip_prefix("claim:") else {
+            return Ok(PrincipalMatcher::Name(text.to_owned()));
+        };
+        match claim.split_once('=') {
+            Some((name, value)) if !name.is_empty() && !value.is_empty() => {
+                Ok(PrincipalMatcher::Claim { name: name.to_owned(), value: value.to_owned() })
+            }
+            _ => Err(format!("invalid claim matcher {text:?}: expected claim:<name>=<value>")),
+        }
+    }
+}
+
+/// Checks every rule's principals and patterns.
+pub(crate) fn check_authorization(config: &AuthorizationConfig, out: &mut Vec<Problem>) {
+    let list = FieldPath::root().key("authorization").key("rules");
+    for (i, rule) in config.rules.iter().enumerate() {
+        let at = list.index(i);
+        if rule.principals.is_empty() {
+            out.push(Problem::new(at.key("principals"), "must list at least one principal"));
+        }
+        for (j, principal) in rule.principals.iter().enumerate() {
+            if let Err(why) = PrincipalMatcher::parse(principal) {
+                out.push(Problem::new(at.key("principals").index(j), why));
+            }
+        }
+        if rule.allow.is_none() && rule.deny.is_none() {
+            out.push(Problem::new(at.clone(), "a rule needs `allow` or `deny`"));
+        }
+        for (field, patterns) in [("allow", &rule.allow), ("deny", &rule.deny)] {
+            let Some(patterns) = patterns else { continue };
+            let at = at.key(field);
+            if patterns.tools.is_empty() && patterns.prompts.is_empty() && patterns.resources.is_empty() {
+                out.push(Problem::new(at.clone(), "must list tools, prompts or resources"));
+            }
+            for (kind, list) in
+                [("tools", &patterns.tools), ("prompts", &patterns.prompts), ("resources", &patterns.resources)]
+            {
+                for (j, pattern) in list.iter().enumerate() {
+                    if pattern.is_empty() {
+                        out.push(Problem::new(at.key(kind).index(j), "must not be empty (use \"*\" for every name)"));
+                    }
+                }
+            }
+        }
+    }
+}
