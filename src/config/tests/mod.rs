@@ -2,6 +2,7 @@
 //! with [`doc`] so the expected line numbers can be read off the source.
 
 mod auth;
+mod authorization;
 mod collect;
 mod files;
 mod load;
