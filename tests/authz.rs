@@ -1,0 +1,128 @@
+//! Authorisation rules through the real binary: a principal sees and calls only the
+//! tools its rules allow, a denied tool is answered exactly like an unknown one and never
+//! reaches the upstream, `default: deny` denies what no rule allows, and the first
+//! matching rule decides.
+
+mod common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
+
+use common::{DemoUpstream, Seawall};
+use mcp_client::Client;
+use serde_json::{Value, json};
+
+const CI_KEY: &str = "ci-key-0123456789abcdef";
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
+const OTHER_KEY: &str = "other-key-0123456789abcdef";
+
+/// Upstream `demo` at `url`, keys `ci`, `admin` and `other`, and `authorization`.
+fn gateway_yaml(url: &str, authorization: &str) -> String {
+    format!(
+        "upstreams:\n  - name: demo\n    url: {url}\nauth:\n  api_keys:\n    - {{ name: ci, key: {CI_KEY} }}\n    \
+         - {{ name: admin, key: {ADMIN_KEY} }}\n    - {{ name: other, key: {OTHER_KEY} }}\n\
+         authorization:\n{authorization}"
+    )
+}
+
+/// A client that sends `Authorization: Bearer <key>` on every request.
+fn client(url: &str, key: &str) -> Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {key}").parse().expect("header value");
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    let http = reqwest::Client::builder().default_headers(headers).build().expect("client");
+    Client { http, ..Client::new(url) }
+}
+
+/// `initialize` + `notifications/initialized` with `key`.
+async fn connect(url: &str, key: &str) -> Client {
+    let mut c = client(url, key);
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "seawall-tests", "version": "1"}}});
+    let reply = c.post_raw(body.to_string(), &[]).await;
+    assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
+    c.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
+    assert_eq!(c.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await.status, 202);
+    c
+}
+
+/// The names in a list result's `key` array, read by `field`.
+async fn names(c: &Client, method: &str, key: &str, field: &str) -> Vec<String> {
+    let reply = c.request(50, method, json!({})).await;
+    let entries = reply.result()[key].as_array().cloned().unwrap_or_default();
+    entries.iter().filter_map(|e| e[field].as_str().map(str::to_owned)).collect()
+}
+
+/// How many `tools/call`s of `tool` the demo upstream saw.
+fn calls(demo: &DemoUpstream, tool: &str) -> usize {
+    demo.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
+}
+
+fn error_of(reply: &mcp_client::Reply) -> (Value, String) {
+    let error = reply.error();
+    (error["code"].clone(), error["message"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_sees_and_calls_only_allowed_tools_and_a_denied_tool_looks_unknown() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let rules = "  rules:\n    - { principals: [ci], allow: { tools: [demo__echo] } }\n    \
+                 - { principals: [ci], deny: { tools: ['*'], prompts: ['*'], resources: ['*'] } }\n    \
+                 - { principals: [admin], allow: { tools: ['*'], prompts: ['*'], resources: ['*'] } }\n";
+    let gw = Seawall::start(&gateway_yaml(&demo.url, rules)).await;
+
+    let ci = connect(&gw.url, CI_KEY).await;
+    assert_eq!(names(&ci, "tools/list", "tools", "name").await, ["demo__echo"]);
+    assert!(names(&ci, "prompts/list", "prompts", "name").await.is_empty());
+    assert!(names(&ci, "resources/list", "resources", "uri").await.is_empty());
+    assert!(names(&ci, "resources/templates/list", "resourceTemplates", "uriTemplate").await.is_empty());
+    let echoed = ci.call_tool(1, "demo__echo", json!({"message": "hi"})).await;
+    assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
+
+    let denied = ci.request(2, "tools/call", json!({"name": "demo__add", "arguments": {"a": 1, "b": 2}})).await;
+    let unknown = ci.request(3, "tools/call", json!({"name": "demo__nosuch", "arguments": {}})).await;
+    assert_eq!(error_of(&denied), (json!(-32602), "Unknown tool: demo__add".to_owned()), "{}", denied.raw);
+    assert_eq!(error_of(&unknown), (json!(-32602), "Unknown tool: demo__nosuch".to_owned()), "{}", unknown.raw);
+    let prompt = ci.request(4, "prompts/get", json!({"name": "demo__greet", "arguments": {"name": "x"}})).await;
+    assert_eq!(error_of(&prompt), (json!(-32602), "Unknown prompt: demo__greet".to_owned()), "{}", prompt.raw);
+    let read = ci.request(5, "resources/read", json!({"uri": "demo://readme"})).await;
+    assert_eq!(read.error()["code"], -32002, "{}", read.raw);
+    assert_eq!(calls(&demo, "add"), 0, "the upstream never saw the denied call");
+    assert_eq!(calls(&demo, "echo"), 1);
+
+    let admin = connect(&gw.url, ADMIN_KEY).await;
+    let tools = names(&admin, "tools/list", "tools", "name").await;
+    assert!(tools.len() > 2 && tools.iter().any(|t| t == "demo__add"), "{tools:?}");
+    assert_eq!(names(&admin, "prompts/list", "prompts", "name").await, ["demo__greet"]);
+    assert!(names(&admin, "resources/list", "resources", "uri").await.iter().any(|u| u == "demo://readme"));
+    let sum = admin.call_tool(6, "demo__add", json!({"a": 1, "b": 2})).await;
+    assert!(sum["content"][0]["text"].as_str().is_some_and(|t| t.contains('3')), "{sum}");
+    let prompt = admin.request(7, "prompts/get", json!({"name": "demo__greet", "arguments": {"name": "x"}})).await;
+    assert!(prompt.response().get("result").is_some(), "{}", prompt.raw);
+    assert_eq!(calls(&demo, "add"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_deny_denies_what_no_rule_allows_and_the_first_matching_rule_decides() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let rules = "  default: deny\n  rules:\n    \
+                 - { principals: ['*'], deny: { tools: ['*__add'] } }\n    \
+                 - { principals: [ci], allow: { tools: ['demo__*'] } }\n";
+    let gw = Seawall::start(&gateway_yaml(&demo.url, rules)).await;
+
+    // `other` matches only the deny rule; the default denies the rest.
+    let other = connect(&gw.url, OTHER_KEY).await;
+    assert!(names(&other, "tools/list", "tools", "name").await.is_empty());
+    let echo = other.request(1, "tools/call", json!({"name": "demo__echo", "arguments": {"message": "x"}})).await;
+    assert_eq!(error_of(&echo), (json!(-32602), "Unknown tool: demo__echo".to_owned()), "{}", echo.raw);
+
+    // For `ci` the deny rule comes first and beats the later allow of `demo__*`.
+    let ci = connect(&gw.url, CI_KEY).await;
+    let tools = names(&ci, "tools/list", "tools", "name").await;
+    assert!(tools.iter().any(|t| t == "demo__echo") && !tools.iter().any(|t| t == "demo__add"), "{tools:?}");
+    let add = ci.request(2, "tools/call", json!({"name": "demo__add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(error_of(&add), (json!(-32602), "Unknown tool: demo__add".to_owned()), "{}", add.raw);
+    let echoed = ci.call_tool(3, "demo__echo", json!({"message": "hi"})).await;
+    assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
+    assert_eq!((calls(&demo, "add"), calls(&demo, "echo")), (0, 1), "only the allowed call reached the upstream");
+}
