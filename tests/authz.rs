@@ -1,7 +1,7 @@
 //! Authorisation rules through the real binary: a principal sees and calls only the
 //! tools its rules allow, a denied tool is answered exactly like an unknown one and never
 //! reaches the upstream, `default: deny` denies what no rule allows, and the first
-//! matching rule decides.
+//! matching rule decides; on `/mcp/<upstream>` patterns match the unprefixed names.
 
 mod common;
 #[path = "support/mcp_client.rs"]
@@ -125,4 +125,23 @@ async fn default_deny_denies_what_no_rule_allows_and_the_first_matching_rule_dec
     let echoed = ci.call_tool(3, "demo__echo", json!({"message": "hi"})).await;
     assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
     assert_eq!((calls(&demo, "add"), calls(&demo, "echo")), (0, 1), "only the allowed call reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_upstreams_endpoint_patterns_match_the_unprefixed_names() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let rules = "  default: deny\n  rules:\n    - { principals: [ci], allow: { tools: [echo] } }\n";
+    let gw = Seawall::start(&gateway_yaml(&demo.url, rules)).await;
+
+    let single = connect(&gw.upstream_url("demo"), CI_KEY).await;
+    assert_eq!(names(&single, "tools/list", "tools", "name").await, ["echo"]);
+    let echoed = single.call_tool(1, "echo", json!({"message": "hi"})).await;
+    assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
+    let add = single.request(2, "tools/call", json!({"name": "add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(error_of(&add), (json!(-32602), "Unknown tool: add".to_owned()), "{}", add.raw);
+
+    // On `/mcp` the same rule does not match the prefixed `demo__echo`.
+    let aggregate = connect(&gw.url, CI_KEY).await;
+    assert!(names(&aggregate, "tools/list", "tools", "name").await.is_empty());
+    assert_eq!(calls(&demo, "add"), 0);
 }
