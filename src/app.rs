@@ -209,7 +209,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         Arc::clone(&rewriter),
     ));
     let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
-    let authorize = AuthorizeLayer::new(&config.authorization);
+    let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
     let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
         .with_max_per_peer(config.session.max_sessions_per_peer);

@@ -202,3 +202,29 @@ async fn without_auth_clients_need_no_token_and_no_document_is_served() {
     let doc = reqwest::get(format!("{}/.well-known/oauth-protected-resource", root(&gw))).await.unwrap();
     assert_eq!(doc.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_without_a_required_scope_gets_403_insufficient_scope() {
+    let yaml = format!(
+        "upstreams:\n{}auth:\n  required_scopes: [mcp:tools]\n  api_keys:\n    \
+         - {{ name: ci, key: {CI_KEY}, scopes: [mcp:tools, extra] }}\n    - {{ name: ops, key: {OPS_KEY} }}\n  \
+         resource_metadata:\n    resource: https://gw.example/mcp\n    scopes_supported: [mcp:tools]\n\
+         authorization:\n  rules:\n    - {{ principals: ['claim:scope=extra'], deny: {{ tools: ['*__add'] }} }}\n",
+        demo_stdio()
+    );
+    let gw = Seawall::start(&yaml).await;
+
+    let lacking = client(&gw.url, OPS_KEY).post_raw(initialize_body(), &[]).await;
+    assert_eq!(lacking.status, 403, "{}", lacking.raw);
+    let challenge =
+        format!("Bearer resource_metadata=\"{METADATA_URL}\", error=\"insufficient_scope\", scope=\"mcp:tools\"");
+    assert_eq!(lacking.header("www-authenticate"), Some(challenge));
+    assert_eq!(lacking.error()["message"], "Forbidden: insufficient scope");
+
+    // The key's scopes are its `scope` claim: enough to pass, and seen by the rules.
+    let ci = connect(&gw.url, CI_KEY).await;
+    let echoed = ci.call_tool(1, "demo__echo", json!({"message": "hi"})).await;
+    assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
+    let add = ci.request(2, "tools/call", json!({"name": "demo__add", "arguments": {"a": 1, "b": 2}})).await;
+    assert_eq!(add.error()["code"], -32602, "{}", add.raw);
+}

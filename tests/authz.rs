@@ -145,3 +145,76 @@ async fn on_one_upstreams_endpoint_patterns_match_the_unprefixed_names() {
     assert!(names(&aggregate, "tools/list", "tools", "name").await.is_empty());
     assert_eq!(calls(&demo, "add"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_over_arguments_allows_one_call_and_denies_another() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let rules = "  default: deny\n  rules:\n    \
+                 - { principals: [admin], allow: { tools: ['*'] }, when: \"principal.name == 'admin'\" }\n    \
+                 - principals: [ci]\n      allow: { tools: [demo__echo] }\n      \
+                 when: \"args.message.startsWith('ok')\"\n";
+    let gw = Seawall::start(&gateway_yaml(&demo.url, rules)).await;
+
+    let ci = connect(&gw.url, CI_KEY).await;
+    assert_eq!(names(&ci, "tools/list", "tools", "name").await, ["demo__echo"], "listed: some call may pass");
+    let echoed = ci.call_tool(1, "demo__echo", json!({"message": "ok then"})).await;
+    assert_eq!(echoed["content"][0]["text"], "ok then", "{echoed}");
+    let denied = ci.request(2, "tools/call", json!({"name": "demo__echo", "arguments": {"message": "rm -rf"}})).await;
+    assert_eq!(error_of(&denied), (json!(-32602), "Unknown tool: demo__echo".to_owned()), "{}", denied.raw);
+    let no_args = ci.request(3, "tools/call", json!({"name": "demo__echo"})).await;
+    assert_eq!(error_of(&no_args).0, json!(-32602), "a failing condition does not allow: {}", no_args.raw);
+    assert_eq!(calls(&demo, "echo"), 1, "only the allowed call reached the upstream");
+
+    let admin = connect(&gw.url, ADMIN_KEY).await;
+    assert!(names(&admin, "tools/list", "tools", "name").await.len() > 3);
+    let sum = admin.call_tool(4, "demo__add", json!({"a": 2, "b": 3})).await;
+    assert!(sum.to_string().contains('5'), "{sum}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_patterns_cover_tools_prompts_resources_completion_and_the_upstreams_own_endpoint() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let vault = DemoUpstream::start(true, &[]).await;
+    let yaml = format!(
+        "upstreams:\n  - name: demo\n    url: {}\n  - name: vault\n    url: {}\nauth:\n  api_keys:\n    \
+         - {{ name: ci, key: {CI_KEY} }}\nauthorization:\n  rules:\n    \
+         - {{ principals: [ci], deny: {{ upstreams: [vault], resources: ['demo://echo/*'] }} }}\n",
+        demo.url, vault.url
+    );
+    let gw = Seawall::start(&yaml).await;
+
+    let ci = connect(&gw.url, CI_KEY).await;
+    let tools = names(&ci, "tools/list", "tools", "name").await;
+    assert!(tools.iter().any(|t| t == "demo__echo") && !tools.iter().any(|t| t.starts_with("vault__")), "{tools:?}");
+    assert_eq!(names(&ci, "prompts/list", "prompts", "name").await, ["demo__greet"]);
+    let call = ci.request(1, "tools/call", json!({"name": "vault__echo", "arguments": {"message": "x"}})).await;
+    assert_eq!(error_of(&call), (json!(-32602), "Unknown tool: vault__echo".to_owned()), "{}", call.raw);
+    let prompt = ci.request(2, "prompts/get", json!({"name": "vault__greet", "arguments": {"name": "x"}})).await;
+    assert_eq!(error_of(&prompt).0, json!(-32602), "{}", prompt.raw);
+
+    // completion/complete is decided on the prompt or resource it refers to.
+    let complete = |id, reference: Value| {
+        ci.request(id, "completion/complete", json!({"ref": reference, "argument": {"name": "name", "value": "a"}}))
+    };
+    let denied = complete(3, json!({"type": "ref/prompt", "name": "vault__greet"})).await;
+    assert_eq!(error_of(&denied), (json!(-32602), "Unknown prompt: vault__greet".to_owned()), "{}", denied.raw);
+    let allowed = complete(4, json!({"type": "ref/prompt", "name": "demo__greet"})).await;
+    assert!(allowed.response().get("result").is_some(), "{}", allowed.raw);
+    let template = complete(5, json!({"type": "ref/resource", "uri": "demo://echo/{text}"})).await;
+    assert!(template.response().get("error").is_some(), "a denied template: {}", template.raw);
+
+    // resources/unsubscribe is decided like subscribe and read.
+    let unsubscribe = ci.request(6, "resources/unsubscribe", json!({"uri": "demo://echo/hi"})).await;
+    assert!(unsubscribe.response().get("error").is_some(), "{}", unsubscribe.raw);
+
+    // On the denied upstream's own endpoint nothing is listed and nothing is called.
+    let single = connect(&gw.upstream_url("vault"), CI_KEY).await;
+    assert!(names(&single, "tools/list", "tools", "name").await.is_empty());
+    let echo = single.request(7, "tools/call", json!({"name": "echo", "arguments": {"message": "x"}})).await;
+    assert_eq!(error_of(&echo), (json!(-32602), "Unknown tool: echo".to_owned()), "{}", echo.raw);
+    let custom = single.request(8, "vault/custom", json!({})).await;
+    assert_eq!(error_of(&custom).0, json!(-32601), "another method is unknown: {}", custom.raw);
+    let recorded = vault.recorded();
+    let reached: Vec<_> = recorded.iter().filter(|e| e["event"] == "call" || e["method"] == "vault/custom").collect();
+    assert!(reached.is_empty(), "nothing reached the denied upstream: {reached:?}");
+}

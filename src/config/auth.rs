@@ -25,6 +25,11 @@ pub struct AuthConfig {
     /// `WWW-Authenticate` header of every 401. Default: none (no document, and the
     /// header carries no `resource_metadata`).
     pub resource_metadata: Option<ResourceMetadataConfig>,
+    /// Scopes every request must carry: a JWT in its `scope` (space-separated) or `scp`
+    /// claim, an API key in its `scopes`. A request lacking one is answered 403 with
+    /// `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`, so OAuth
+    /// clients can ask for a token with more scope. Default `[]` (no scope required).
+    pub required_scopes: Vec<String>,
 }
 
 /// One API key, given as is (`key`) or as the hex SHA-256 digest of the key (`sha256`);
@@ -39,6 +44,10 @@ pub struct ApiKeyConfig {
     pub key: Option<String>,
     /// The key's SHA-256 digest, 64 hex digits. Default: none.
     pub sha256: Option<String>,
+    /// The scopes the key grants, as a JWT's `scope` claim would: matched by
+    /// `claim:scope=<s>` in authorisation rules and checked against `required_scopes`.
+    /// Default `[]`.
+    pub scopes: Vec<String>,
 }
 
 /// The fields of the protected-resource metadata document.
@@ -89,6 +98,10 @@ pub(crate) fn check_auth(auth: Option<&AuthConfig>, out: &mut Vec<Problem>) {
             _ => {}
         }
     }
+    check_scopes(&auth.required_scopes, &at.key("required_scopes"), out);
+    for (i, key) in auth.api_keys.iter().enumerate() {
+        check_scopes(&key.scopes, &at.key("api_keys").index(i).key("scopes"), out);
+    }
     if let Some(meta) = &auth.resource_metadata {
         let here = at.key("resource_metadata");
         if !is_resource_url(&meta.resource) {
@@ -106,6 +119,22 @@ pub(crate) fn check_auth(auth: Option<&AuthConfig>, out: &mut Vec<Problem>) {
             }
         }
     }
+}
+
+fn check_scopes(scopes: &[String], at: &FieldPath, out: &mut Vec<Problem>) {
+    for (i, scope) in scopes.iter().enumerate() {
+        if !is_scope_token(scope) {
+            out.push(Problem::new(
+                at.index(i),
+                format!("{scope:?} is not a scope (printable ASCII without spaces, quotes or backslashes)"),
+            ));
+        }
+    }
+}
+
+/// A scope token of RFC 6749 §3.3: printable ASCII except space, `"` and `\\`.
+fn is_scope_token(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
 }
 
 /// 64 hex digits, either case.

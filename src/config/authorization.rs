@@ -41,6 +41,14 @@ pub struct AuthzRuleConfig {
     /// Names the rule denies; checked before `allow`. Default: none.
     #[serde(default)]
     pub deny: Option<PatternsConfig>,
+    /// A CEL expression the request must satisfy for the rule to apply, over
+    /// `principal` (`name`, `credential`: `api_key`/`jwt`/`anonymous`, `claims`),
+    /// `method`, `name` (the tool or prompt name or resource URI as the client sees it),
+    /// `upstream` (or `null` when not known) and `args` (the call's `arguments`, `{}`
+    /// without). An expression that does not evaluate to `true` (including one that
+    /// fails, e.g. on a missing key) leaves the rule out. Default: none (always applies).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 /// Glob patterns (`*`, `?`) per kind of name, as the client sees the names.
@@ -53,6 +61,9 @@ pub struct PatternsConfig {
     pub prompts: Vec<String>,
     /// Resource URIs (and, for `resources/templates/list`, URI templates). Default: none.
     pub resources: Vec<String>,
+    /// Upstream names: every tool, prompt and resource of a matching upstream, and every
+    /// other method sent to it. Default: none.
+    pub upstreams: Vec<String>,
 }
 
 /// A parsed principal matcher.
@@ -111,18 +122,29 @@ pub(crate) fn check_authorization(config: &AuthorizationConfig, out: &mut Vec<Pr
                 out.push(Problem::new(at.key("principals").index(j), why));
             }
         }
+        if let Some(when) = &rule.when
+            && let Err(why) = cel::Program::compile(when)
+        {
+            let first = why.to_string();
+            let first = first.lines().next().unwrap_or("invalid expression").trim_start_matches("ERROR: ");
+            out.push(Problem::new(at.key("when"), format!("not a CEL expression: {first}")));
+        }
         if rule.allow.is_none() && rule.deny.is_none() {
             out.push(Problem::new(at.clone(), "a rule needs `allow` or `deny`"));
         }
         for (field, patterns) in [("allow", &rule.allow), ("deny", &rule.deny)] {
             let Some(patterns) = patterns else { continue };
             let at = at.key(field);
-            if patterns.tools.is_empty() && patterns.prompts.is_empty() && patterns.resources.is_empty() {
-                out.push(Problem::new(at.clone(), "must list tools, prompts or resources"));
+            let lists = [
+                ("tools", &patterns.tools),
+                ("prompts", &patterns.prompts),
+                ("resources", &patterns.resources),
+                ("upstreams", &patterns.upstreams),
+            ];
+            if lists.iter().all(|(_, list)| list.is_empty()) {
+                out.push(Problem::new(at.clone(), "must list tools, prompts, resources or upstreams"));
             }
-            for (kind, list) in
-                [("tools", &patterns.tools), ("prompts", &patterns.prompts), ("resources", &patterns.resources)]
-            {
+            for (kind, list) in lists {
                 for (j, pattern) in list.iter().enumerate() {
                     if pattern.is_empty() {
                         out.push(Problem::new(at.key(kind).index(j), "must not be empty (use \"*\" for every name)"));

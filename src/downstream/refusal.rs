@@ -7,6 +7,7 @@
 //! | body is not JSON / not JSON-RPC | -32700 / -32600 | 400 |
 //! | `initialize` without usable params | -32602 | 400 |
 //! | no, malformed or unknown bearer token (when `auth` is on) | -32000 | 401 + `WWW-Authenticate` |
+//! | a good credential without an `auth.required_scopes` scope | -32000 | 403 + `WWW-Authenticate` |
 //! | ambiguous or malformed Host / authority, batch outside 2025-03-26 | -32600 | 400 |
 //! | missing `Mcp-Session-Id` / unknown session | -32600 | 400 / 404 |
 //! | unsupported `MCP-Protocol-Version` | -32600 | 400 |
@@ -95,6 +96,7 @@ impl Refusal {
             | Refusal::InvalidInitialize(_)
             | Refusal::SessionRequired
             | Refusal::UnsupportedVersion => StatusCode::BAD_REQUEST,
+            Refusal::Unauthorized(why) if why.insufficient_scope.is_some() => StatusCode::FORBIDDEN,
             Refusal::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Refusal::Forbidden(OriginRefusal::Ambiguous(_)) => StatusCode::BAD_REQUEST,
             Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -140,6 +142,7 @@ impl Refusal {
             Refusal::UnsupportedVersion => {
                 format!("Unsupported protocol version (supported: {})", mcp::LEGACY_VERSIONS.join(", "))
             }
+            Refusal::Unauthorized(why) if why.insufficient_scope.is_some() => "Forbidden: insufficient scope".into(),
             Refusal::Unauthorized(_) => "Unauthorized".into(),
             Refusal::Forbidden(OriginRefusal::Ambiguous(why)) => format!("Bad Request: {why}"),
             Refusal::Forbidden(why) => format!("Forbidden: {why}"),

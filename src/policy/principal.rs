@@ -31,6 +31,26 @@ impl Principal {
         Principal { name: Arc::from(name), credential: Credential::ApiKey, claims: Map::new() }
     }
 
+    /// A principal authenticated by the API key named `name`, granting `scopes` (kept as
+    /// a `scope` claim, space-separated, as a JWT carries them).
+    pub fn api_key_with_scopes(name: &str, scopes: &[String]) -> Principal {
+        let mut principal = Principal::api_key(name);
+        if !scopes.is_empty() {
+            principal.claims.insert("scope".into(), Value::String(scopes.join(" ")));
+        }
+        principal
+    }
+
+    /// Whether the principal holds `scope`: listed in its `scope` claim (space-separated)
+    /// or its `scp` claim (an array or a space-separated string).
+    pub fn has_scope(&self, scope: &str) -> bool {
+        ["scope", "scp"].iter().any(|claim| match self.claims.get(*claim) {
+            Some(Value::String(s)) => s.split(' ').any(|s| s == scope),
+            Some(Value::Array(items)) => items.iter().any(|item| item.as_str() == Some(scope)),
+            _ => false,
+        })
+    }
+
     /// The label used in logs and as a rate-limit key: `key:<name>` or `sub:<subject>`.
     pub fn label(&self) -> String {
         match self.credential {

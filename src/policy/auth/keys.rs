@@ -29,7 +29,7 @@ impl KeySet {
                     (None, Some(hex)) => parse_hex(hex),
                     _ => None,
                 }?;
-                Some((digest, Arc::new(Principal::api_key(&entry.name))))
+                Some((digest, Arc::new(Principal::api_key_with_scopes(&entry.name, &entry.scopes))))
             })
             .collect();
         KeySet { keys }
@@ -78,7 +78,7 @@ mod tests {
     use super::*;
 
     fn entry(name: &str, key: Option<&str>, sha256: Option<&str>) -> ApiKeyConfig {
-        ApiKeyConfig { name: name.into(), key: key.map(Into::into), sha256: sha256.map(Into::into) }
+        ApiKeyConfig { name: name.into(), key: key.map(Into::into), sha256: sha256.map(Into::into), scopes: vec![] }
     }
 
     #[test]

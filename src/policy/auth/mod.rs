@@ -25,6 +25,8 @@ pub(crate) struct Authenticator {
     keys: Option<KeySet>,
     jwt: Option<JwtVerifier>,
     metadata: Option<Arc<Metadata>>,
+    /// Scopes every principal must hold (`auth.required_scopes`).
+    required_scopes: Vec<String>,
 }
 
 /// Why a request is not authenticated. Carries no part of the token.
@@ -36,6 +38,9 @@ pub(crate) struct Unauthenticated {
     pub(crate) token_presented: bool,
     /// The metadata document's URL for the path requested, when one is configured.
     pub(crate) metadata_url: Option<String>,
+    /// Set when the credential is good but lacks a required scope: the scopes needed,
+    /// space-separated (then the answer is 403 `insufficient_scope`, not 401).
+    pub(crate) insufficient_scope: Option<String>,
 }
 
 impl Unauthenticated {
@@ -45,7 +50,10 @@ impl Unauthenticated {
         if let Some(url) = &self.metadata_url {
             params.push(format!("resource_metadata=\"{url}\""));
         }
-        if self.token_presented {
+        if let Some(scope) = &self.insufficient_scope {
+            params.push("error=\"insufficient_scope\"".to_owned());
+            params.push(format!("scope=\"{scope}\""));
+        } else if self.token_presented {
             params.push("error=\"invalid_token\"".to_owned());
         }
         if params.is_empty() { "Bearer".to_owned() } else { format!("Bearer {}", params.join(", ")) }
@@ -71,6 +79,7 @@ impl Authenticator {
             keys: Some(KeySet::new(&auth.api_keys)),
             jwt,
             metadata: auth.resource_metadata.as_ref().map(|m| Arc::new(Metadata::new(m))),
+            required_scopes: auth.required_scopes.clone(),
         })
     }
 
@@ -104,17 +113,23 @@ impl Authenticator {
             reason,
             token_presented,
             metadata_url: self.metadata.as_ref().map(|m| m.url_for(path)),
+            insufficient_scope: None,
         };
         let token = bearer_token(headers).map_err(|(reason, presented)| refuse(reason, presented))?;
-        if let Some(principal) = keys.lookup(token) {
+        let principal = match (keys.lookup(token), &self.jwt) {
+            (Some(principal), _) => principal,
+            (None, Some(jwt)) if JwtVerifier::looks_like_jwt(token) => {
+                jwt.verify(token).await.map_err(|reason| refuse(reason, true))?
+            }
+            _ => return Err(refuse("the bearer token is not a valid credential", true)),
+        };
+        if self.required_scopes.iter().all(|scope| principal.has_scope(scope)) {
             return Ok(Some(principal));
         }
-        match &self.jwt {
-            Some(jwt) if JwtVerifier::looks_like_jwt(token) => {
-                jwt.verify(token).await.map(Some).map_err(|reason| refuse(reason, true))
-            }
-            _ => Err(refuse("the bearer token is not a valid credential", true)),
-        }
+        Err(Unauthenticated {
+            insufficient_scope: Some(self.required_scopes.join(" ")),
+            ..refuse("the credential lacks a required scope", true)
+        })
     }
 }
 
@@ -150,12 +165,18 @@ mod tests {
 
     fn on() -> Authenticator {
         Authenticator {
-            keys: Some(KeySet::new(&[ApiKeyConfig { name: "ci".into(), key: Some(KEY.into()), sha256: None }])),
+            keys: Some(KeySet::new(&[ApiKeyConfig {
+                name: "ci".into(),
+                key: Some(KEY.into()),
+                sha256: None,
+                scopes: vec!["mcp".into()],
+            }])),
             jwt: None,
             metadata: Some(Arc::new(Metadata::new(&ResourceMetadataConfig {
                 resource: "https://gw.example/mcp".into(),
                 ..ResourceMetadataConfig::default()
             }))),
+            required_scopes: Vec::new(),
         }
     }
 
@@ -194,6 +215,19 @@ mod tests {
         }
         let basic = auth.authenticate(&with_auth("Basic Y2k6MDEy"), "/mcp").await.err();
         assert_eq!(basic.map(|e| e.token_presented), Some(false));
+    }
+
+    #[tokio::test]
+    async fn a_credential_without_a_required_scope_is_insufficient() {
+        let mut auth = on();
+        auth.required_scopes = vec!["mcp".into()];
+        let h = with_auth("Bearer 0123456789abcdef-ci");
+        assert!(auth.authenticate(&h, "/mcp").await.is_ok(), "the key grants mcp");
+        auth.required_scopes = vec!["mcp".into(), "admin".into()];
+        let err = auth.authenticate(&h, "/mcp").await.err();
+        let challenge = err.map(|e| e.challenge()).unwrap_or_default();
+        assert!(challenge.ends_with("error=\"insufficient_scope\", scope=\"mcp admin\""), "{challenge}");
+        assert!(challenge.starts_with("Bearer resource_metadata=\"https://gw.example/"), "{challenge}");
     }
 
     #[tokio::test]

@@ -5,10 +5,33 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::rules::{Kind, Rules};
+use std::sync::Arc;
+
+use super::rules::{Kind, Rules, Target};
 use crate::config::Decision;
 use crate::mcp::method;
 use crate::policy::Principal;
+use crate::session::{Scope, Session};
+
+/// What filtering one list result needs: the rules, the method, and the session (whose
+/// scope and resource catalog tell each entry's upstream).
+pub(crate) struct Lister {
+    pub(crate) rules: Arc<Rules>,
+    pub(crate) method: Arc<str>,
+    pub(crate) session: Arc<Session>,
+    pub(crate) separator: Arc<str>,
+}
+
+impl Lister {
+    /// The upstream serving the list entry `name` of `kind`, when known.
+    fn upstream_of(&self, kind: Kind, name: &str) -> Option<Arc<str>> {
+        match &self.session.scope {
+            Scope::Single(upstream) => Some(Arc::clone(upstream)),
+            Scope::Aggregate if kind == Kind::Resource => self.session.resources.lock().resolve(name),
+            Scope::Aggregate => name.split_once(&*self.separator).map(|(upstream, _)| Arc::from(upstream)),
+        }
+    }
+}
 
 /// What a list method's result holds: the array's key, the name field of its entries,
 /// and the kind of name.
@@ -25,12 +48,8 @@ pub(crate) fn list_shape(method: &str) -> Option<(&'static str, &'static str, Ki
 /// `result` without the entries `principal` may not use; the same text when nothing
 /// was removed or the result is not a list of that shape. An entry without a name is
 /// removed (nobody can be allowed it).
-pub(crate) fn filter_list(
-    rules: &Rules,
-    principal: Option<&Principal>,
-    method: &str,
-    result: Box<RawValue>,
-) -> Box<RawValue> {
+pub(crate) fn filter_list(lister: &Lister, principal: Option<&Principal>, result: Box<RawValue>) -> Box<RawValue> {
+    let method = &*lister.method;
     let Some((key, field, kind)) = list_shape(method) else {
         return result;
     };
@@ -45,7 +64,9 @@ pub(crate) fn filter_list(
         let Some(name) = entry.get(field).and_then(Value::as_str) else {
             return false;
         };
-        let verdict = rules.decide(principal, kind, name);
+        let upstream = lister.upstream_of(kind, name);
+        let target = Target { kind, name, upstream: upstream.as_deref(), method, args: None };
+        let verdict = lister.rules.decide(principal, &target);
         tracing::debug!(
             target: "seawall::policy",
             method,
@@ -81,18 +102,28 @@ mod tests {
                 principals: vec!["ci".into()],
                 allow: Some(only(&["demo__echo"], &["demo://public/*"])),
                 deny: None,
+                when: None,
             }],
         })
     }
 
+    fn lister(method: &str) -> Lister {
+        Lister {
+            rules: Arc::new(rules()),
+            method: Arc::from(method),
+            session: Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({})),
+            separator: Arc::from("__"),
+        }
+    }
+
     fn filtered(method: &str, result: serde_json::Value) -> serde_json::Value {
         let raw = crate::jsonrpc::to_raw(&result);
-        let out = filter_list(&rules(), Some(&Principal::api_key("ci")), method, raw);
+        let out = filter_list(&lister(method), Some(&Principal::api_key("ci")), raw);
         serde_json::from_str(out.get()).unwrap()
     }
 
-    #[test]
-    fn a_list_loses_denied_entries_and_keeps_every_other_member() {
+    #[tokio::test]
+    async fn a_list_loses_denied_entries_and_keeps_every_other_member() {
         let out = filtered(
             "tools/list",
             json!({"tools": [{"name": "demo__echo", "x": 1}, {"name": "demo__add"}, {"title": "no name"}],
@@ -108,13 +139,13 @@ mod tests {
         assert_eq!(out, json!({"prompts": []}));
     }
 
-    #[test]
-    fn a_result_with_nothing_removed_is_the_same_text() {
+    #[tokio::test]
+    async fn a_result_with_nothing_removed_is_the_same_text() {
         let text = r#"{"tools":[{"name":"demo__echo"}],  "nextCursor":null}"#;
         let raw = crate::jsonrpc::raw_from_str(text).unwrap();
-        let out = filter_list(&rules(), Some(&Principal::api_key("ci")), "tools/list", raw);
+        let out = filter_list(&lister("tools/list"), Some(&Principal::api_key("ci")), raw);
         assert_eq!(out.get(), text);
         let raw = crate::jsonrpc::raw_from_str(r#"{"content":[]}"#).unwrap();
-        assert_eq!(filter_list(&rules(), None, "tools/call", raw).get(), r#"{"content":[]}"#);
+        assert_eq!(filter_list(&lister("tools/call"), None, raw).get(), r#"{"content":[]}"#);
     }
 }

@@ -1,10 +1,17 @@
 //! Authorisation: ordered rules decide which tools, prompts and resources a principal
 //! may use (`authorization:` in the config).
 //!
-//! - A denied `tools/call`, `prompts/get`, `resources/read` or `resources/subscribe` is
-//!   answered exactly as an unknown name ([`GatewayError::UnknownTool`],
-//!   [`GatewayError::UnknownPrompt`], [`GatewayError::ResourceNotFound`]), so that the
-//!   name's existence does not leak; it never reaches the router.
+//! - A denied `tools/call`, `prompts/get`, `resources/read`, `resources/subscribe`,
+//!   `resources/unsubscribe` or `completion/complete` is answered exactly as an unknown
+//!   name ([`GatewayError::UnknownTool`], [`GatewayError::UnknownPrompt`],
+//!   [`GatewayError::ResourceNotFound`]), and a denied other method as an unknown
+//!   method, so that the name's existence does not leak; it never reaches the router.
+//! - A rule's `upstreams` patterns speak of everything an upstream serves: on `/mcp`
+//!   tools and prompts belong to the upstream their prefix names and resources to the
+//!   upstream the session's lists attribute them to (a resource of unknown owner is
+//!   denied by every `upstreams` deny pattern that applies, and allowed by none).
+//! - A rule's `when` condition (CEL) is evaluated with the principal, the name, the
+//!   upstream and the call's arguments.
 //! - The results of the four list methods lose the entries the principal may not use,
 //!   on the way back, so routing stays unaware of authorisation.
 //!
@@ -17,33 +24,37 @@ mod rules;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use serde::Deserialize;
+use serde_json::Value;
 use tower::{Layer, Service};
 
 use crate::call::{GatewayError, Reply};
 use crate::client::{ClientFuture, ClientRequest};
 use crate::config::{AuthorizationConfig, Decision};
 use crate::mcp::method;
+use crate::session::Scope;
 
-use filter::{filter_list, list_shape};
-use rules::{Kind, Rules};
+use filter::{Lister, filter_list, list_shape};
+use rules::{Kind, Rules, Target};
 
 /// Applies [`Authorize`] with the configured rules.
 #[derive(Clone, Debug)]
 pub(crate) struct AuthorizeLayer {
     rules: Arc<Rules>,
+    separator: Arc<str>,
 }
 
 impl AuthorizeLayer {
-    /// The layer enforcing `config`.
-    pub(crate) fn new(config: &AuthorizationConfig) -> AuthorizeLayer {
-        AuthorizeLayer { rules: Arc::new(Rules::new(config)) }
+    /// The layer enforcing `config`; `separator` joins upstream and name on `/mcp`.
+    pub(crate) fn new(config: &AuthorizationConfig, separator: &str) -> AuthorizeLayer {
+        AuthorizeLayer { rules: Arc::new(Rules::new(config)), separator: Arc::from(separator) }
     }
 }
 
 impl<S> Layer<S> for AuthorizeLayer {
     type Service = Authorize<S>;
     fn layer(&self, inner: S) -> Authorize<S> {
-        Authorize { inner, rules: Arc::clone(&self.rules) }
+        Authorize { inner, rules: Arc::clone(&self.rules), separator: Arc::clone(&self.separator) }
     }
 }
 
@@ -52,31 +63,99 @@ impl<S> Layer<S> for AuthorizeLayer {
 pub(crate) struct Authorize<S> {
     inner: S,
     rules: Arc<Rules>,
+    separator: Arc<str>,
 }
 
 /// How a denied request of some kind is answered: as that kind of unknown name.
 type Unknown = fn(String) -> GatewayError;
 
-/// The name a request uses, its kind, and how a denial is answered.
-fn target(req: &ClientRequest) -> Option<(Kind, String, Unknown)> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        name: String,
+/// What a request asks for, owned: the name, its kind, its upstream when known, the
+/// call's arguments, and how a denial is answered.
+struct Asked {
+    kind: Kind,
+    name: String,
+    upstream: Option<Arc<str>>,
+    args: Value,
+    unknown: Unknown,
+}
+
+impl Asked {
+    fn target<'a>(&'a self, method: &'a str) -> Target<'a> {
+        Target { kind: self.kind, name: &self.name, upstream: self.upstream.as_deref(), method, args: Some(&self.args) }
     }
-    #[derive(serde::Deserialize)]
-    struct Uri {
-        uri: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Params {
+    name: Option<String>,
+    uri: Option<String>,
+    arguments: Option<Value>,
+    #[serde(rename = "ref")]
+    reference: Option<Ref>,
+}
+
+#[derive(Deserialize)]
+struct Ref {
+    #[serde(rename = "type")]
+    kind: String,
+    name: Option<String>,
+    uri: Option<String>,
+}
+
+/// Methods the gateway answers itself or fans out, and list methods (filtered on the way
+/// back): no decision is made on the request.
+fn undecided(method: &str) -> bool {
+    list_shape(method).is_some()
+        || matches!(method, method::PING | method::INITIALIZE | method::LOGGING_SET_LEVEL)
+        || method.starts_with("notifications/")
+}
+
+impl<S> Authorize<S> {
+    /// What `req` asks for, or `None` when no decision is made on it.
+    fn asked(&self, req: &ClientRequest) -> Option<Asked> {
+        let method = &*req.method;
+        if undecided(method) {
+            return None;
+        }
+        let params = crate::jsonrpc::view::<Params>(req.params.as_deref()).unwrap_or_default();
+        let args = || params.arguments.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        let (kind, name, unknown): (Kind, String, Unknown) = match method {
+            method::TOOLS_CALL => (Kind::Tool, req.tool.clone()?, GatewayError::UnknownTool),
+            method::PROMPTS_GET => (Kind::Prompt, params.name.clone()?, GatewayError::UnknownPrompt),
+            method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
+                (Kind::Resource, params.uri.clone()?, GatewayError::ResourceNotFound)
+            }
+            method::COMPLETION_COMPLETE => match params.reference.as_ref()? {
+                Ref { kind, name: Some(name), .. } if kind == "ref/prompt" => {
+                    (Kind::Prompt, name.clone(), GatewayError::UnknownPrompt)
+                }
+                Ref { kind, uri: Some(uri), .. } if kind == "ref/resource" => {
+                    (Kind::Resource, uri.clone(), GatewayError::ResourceNotFound)
+                }
+                _ => return None,
+            },
+            _ => (Kind::Other, method.to_owned(), GatewayError::MethodNotFound),
+        };
+        let upstream = match &req.session.scope {
+            Scope::Single(upstream) => Some(Arc::clone(upstream)),
+            Scope::Aggregate => match kind {
+                Kind::Tool | Kind::Prompt => self.prefix(&name),
+                Kind::Resource => req.session.resources.lock().resolve(&name),
+                Kind::Other => params
+                    .name
+                    .as_deref()
+                    .and_then(|n| self.prefix(n))
+                    .or_else(|| params.uri.as_deref().and_then(|u| req.session.resources.lock().resolve(u))),
+            },
+        };
+        let args = if kind == Kind::Tool || kind == Kind::Prompt { args() } else { Value::Object(Default::default()) };
+        Some(Asked { kind, name, upstream, args, unknown })
     }
-    let params = req.params.as_deref();
-    match &*req.method {
-        method::TOOLS_CALL => Some((Kind::Tool, req.tool.clone()?, GatewayError::UnknownTool)),
-        method::PROMPTS_GET => {
-            Some((Kind::Prompt, crate::jsonrpc::view::<Named>(params)?.name, GatewayError::UnknownPrompt))
-        }
-        method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE => {
-            Some((Kind::Resource, crate::jsonrpc::view::<Uri>(params)?.uri, GatewayError::ResourceNotFound))
-        }
-        _ => None,
+
+    /// The upstream part of a `/mcp` name.
+    fn prefix(&self, name: &str) -> Option<Arc<str>> {
+        name.split_once(&*self.separator).map(|(upstream, _)| Arc::from(upstream))
     }
 }
 
@@ -98,31 +177,37 @@ where
             return Box::pin(self.inner.call(req));
         }
         let principal = req.principal.clone();
-        if let Some((kind, name, unknown)) = target(&req) {
-            let verdict = self.rules.decide(principal.as_deref(), kind, &name);
+        if let Some(asked) = self.asked(&req) {
+            let verdict = self.rules.decide(principal.as_deref(), &asked.target(&req.method));
             tracing::debug!(
                 target: "seawall::policy",
                 method = &*req.method,
-                name = %name,
+                name = %asked.name,
+                upstream = asked.upstream.as_deref(),
                 principal = principal.as_deref().map(|p| p.label()),
                 decision = ?verdict.decision,
                 rule = ?verdict.rule,
                 "authorisation"
             );
             if verdict.decision == Decision::Deny {
-                return Box::pin(std::future::ready(Err(unknown(name))));
+                return Box::pin(std::future::ready(Err((asked.unknown)(asked.name))));
             }
         }
         let filter = list_shape(&req.method)
             .filter(|(_, _, kind)| self.rules.may_deny(principal.as_deref(), *kind))
-            .map(|_| (Arc::clone(&self.rules), Arc::clone(&req.method)));
+            .map(|_| Lister {
+                rules: Arc::clone(&self.rules),
+                method: Arc::clone(&req.method),
+                session: Arc::clone(&req.session),
+                separator: Arc::clone(&self.separator),
+            });
         let fut = self.inner.call(req);
         Box::pin(async move {
             let reply = fut.await?;
-            let Some((rules, method)) = filter else {
+            let Some(lister) = filter else {
                 return Ok(reply);
             };
-            Ok(reply.map(|result| filter_list(&rules, principal.as_deref(), &method, result)))
+            Ok(reply.map(|result| filter_list(&lister, principal.as_deref(), result)))
         })
     }
 }

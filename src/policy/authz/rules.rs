@@ -1,8 +1,14 @@
-//! The decision: which rule, if any, decides whether a principal may use a name.
+//! The decision: which rule, if any, decides whether a principal may do what a request
+//! asks.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
 
 use crate::config::{AuthorizationConfig, Decision, PatternsConfig, PrincipalMatcher};
 use crate::policy::Principal;
 use crate::policy::glob::glob;
+use crate::policy::principal::Credential;
 
 /// What kind of name a decision is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +19,25 @@ pub(crate) enum Kind {
     Prompt,
     /// A resource URI or URI template.
     Resource,
+    /// A method with no name of those kinds (`tasks/*`, custom methods): only `upstreams`
+    /// patterns speak of it, and the default does not apply.
+    Other,
+}
+
+/// What a request asks for, as a decision sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    /// The kind of name.
+    pub(crate) kind: Kind,
+    /// The name as the client sees it (the method, for [`Kind::Other`]).
+    pub(crate) name: &'a str,
+    /// The upstream that serves it, when known.
+    pub(crate) upstream: Option<&'a str>,
+    /// The method.
+    pub(crate) method: &'a str,
+    /// The call's `arguments`, when it has any (`None` when deciding on a list entry:
+    /// a condition over `args` is then unknown).
+    pub(crate) args: Option<&'a Value>,
 }
 
 /// A decision and the rule that made it (`None`: the default).
@@ -24,7 +49,7 @@ pub(crate) struct Verdict {
     pub(crate) rule: Option<usize>,
 }
 
-/// The configured rules, with their principal matchers parsed.
+/// The configured rules, with their principal matchers parsed and conditions compiled.
 #[derive(Debug, Clone)]
 pub(crate) struct Rules {
     default: Decision,
@@ -36,6 +61,81 @@ struct Rule {
     principals: Vec<PrincipalMatcher>,
     allow: Option<PatternsConfig>,
     deny: Option<PatternsConfig>,
+    when: Option<Condition>,
+}
+
+/// A compiled `when` expression.
+#[derive(Clone)]
+struct Condition {
+    /// `None`: the expression did not compile, and the condition never holds.
+    program: Option<Arc<cel::Program>>,
+    /// Whether it reads `args` (then it cannot be decided for a list entry).
+    uses_args: bool,
+}
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Condition").field("uses_args", &self.uses_args).finish_non_exhaustive()
+    }
+}
+
+/// What a condition says of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    /// It evaluated to `true`.
+    Yes,
+    /// It evaluated to `false`.
+    No,
+    /// It failed (a missing key, a wrong type, not a boolean, did not compile): an
+    /// allow rule does not apply, a deny rule does, so an error never widens access.
+    Failed,
+    /// It reads `args` and a list entry has none: an allow rule applies (the name is
+    /// listed, since some call may pass), a deny rule does not.
+    Unknown,
+}
+
+impl Condition {
+    /// Whether the expression holds for `target`.
+    fn holds(&self, principal: Option<&Principal>, target: &Target<'_>) -> Holds {
+        let Some(program) = &self.program else { return Holds::Failed };
+        if self.uses_args && target.args.is_none() {
+            return Holds::Unknown;
+        }
+        let mut context = cel::Context::default();
+        let principal = match principal {
+            None => json!({"name": null, "credential": "anonymous", "claims": {}}),
+            Some(p) => json!({
+                "name": &*p.name,
+                "credential": match p.credential { Credential::ApiKey => "api_key", Credential::Jwt => "jwt" },
+                "claims": p.claims,
+            }),
+        };
+        let empty = Value::Object(Map::new());
+        let variables = [
+            ("principal", principal),
+            ("method", Value::from(target.method)),
+            ("name", Value::from(target.name)),
+            ("upstream", target.upstream.map_or(Value::Null, Value::from)),
+            ("args", target.args.unwrap_or(&empty).clone()),
+        ];
+        for (name, value) in variables {
+            if context.add_variable(name, value).is_err() {
+                return Holds::Failed;
+            }
+        }
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(true)) => Holds::Yes,
+            Ok(cel::Value::Bool(false)) => Holds::No,
+            Ok(other) => {
+                tracing::debug!(target: "seawall::policy", value = ?other, "a rule's condition is not a boolean");
+                Holds::Failed
+            }
+            Err(e) => {
+                tracing::debug!(target: "seawall::policy", error = %e, "a rule's condition failed");
+                Holds::Failed
+            }
+        }
+    }
 }
 
 fn patterns(p: &PatternsConfig, kind: Kind) -> &[String] {
@@ -43,16 +143,27 @@ fn patterns(p: &PatternsConfig, kind: Kind) -> &[String] {
         Kind::Tool => &p.tools,
         Kind::Prompt => &p.prompts,
         Kind::Resource => &p.resources,
+        Kind::Other => &[],
     }
 }
 
-fn matches(p: Option<&PatternsConfig>, kind: Kind, name: &str) -> bool {
-    p.is_some_and(|p| patterns(p, kind).iter().any(|pattern| glob(pattern, name)))
+/// Whether `p` names the target. An `upstreams` pattern names everything of a matching
+/// upstream; when the upstream is not known only a deny pattern (`deny: true`) matches,
+/// so an unknown owner never widens what is allowed.
+fn matches(p: Option<&PatternsConfig>, target: &Target<'_>, deny: bool) -> bool {
+    let Some(p) = p else { return false };
+    if patterns(p, target.kind).iter().any(|pattern| glob(pattern, target.name)) {
+        return true;
+    }
+    match target.upstream {
+        Some(upstream) => p.upstreams.iter().any(|pattern| glob(pattern, upstream)),
+        None => deny && !p.upstreams.is_empty(),
+    }
 }
 
 impl Rules {
-    /// The rules of `config`. A principal matcher that does not parse (validation
-    /// rejects it first) matches nobody.
+    /// The rules of `config`. A principal matcher or condition that does not parse
+    /// (validation rejects it first) matches nobody.
     pub(crate) fn new(config: &AuthorizationConfig) -> Rules {
         let rules = config
             .rules
@@ -61,6 +172,11 @@ impl Rules {
                 principals: rule.principals.iter().filter_map(|p| PrincipalMatcher::parse(p).ok()).collect(),
                 allow: rule.allow.clone(),
                 deny: rule.deny.clone(),
+                when: rule.when.as_deref().map(|text| {
+                    let program = cel::Program::compile(text).ok();
+                    let uses_args = program.as_ref().is_some_and(|p| p.references().has_variable("args"));
+                    Condition { program: program.map(Arc::new), uses_args }
+                }),
             })
             .collect();
         Rules { default: config.default, rules }
@@ -72,30 +188,44 @@ impl Rules {
     }
 
     /// Whether some `kind` name may be denied to `principal`: the default denies, or a
-    /// rule about it denies some names of that kind.
+    /// rule about it denies some names of that kind (or whole upstreams).
     pub(crate) fn may_deny(&self, principal: Option<&Principal>, kind: Kind) -> bool {
         self.default == Decision::Deny
-            || self
-                .rules
-                .iter()
-                .any(|rule| rule.is_for(principal) && rule.deny.as_ref().is_some_and(|d| !patterns(d, kind).is_empty()))
+            || self.rules.iter().any(|rule| {
+                rule.is_for(principal)
+                    && rule.deny.as_ref().is_some_and(|d| !patterns(d, kind).is_empty() || !d.upstreams.is_empty())
+            })
     }
 
-    /// The decision on `principal` using the `kind` name `name`: the first rule whose
-    /// principals and patterns match (its deny patterns first), else the default.
-    pub(crate) fn decide(&self, principal: Option<&Principal>, kind: Kind, name: &str) -> Verdict {
+    /// The decision on `principal` asking for `target`: the first rule whose principals,
+    /// patterns (deny first) and condition match, else the default ([`Kind::Other`]:
+    /// allow). A condition that fails counts as holding for a deny and not for an allow;
+    /// one that cannot be told (a list entry, a condition over `args`) counts as holding
+    /// for an allow and not for a deny, so a list shows every name some call could use.
+    pub(crate) fn decide(&self, principal: Option<&Principal>, target: &Target<'_>) -> Verdict {
         for (i, rule) in self.rules.iter().enumerate() {
             if !rule.is_for(principal) {
                 continue;
             }
-            if matches(rule.deny.as_ref(), kind, name) {
-                return Verdict { decision: Decision::Deny, rule: Some(i) };
+            let deny = matches(rule.deny.as_ref(), target, true);
+            let allow = !deny && matches(rule.allow.as_ref(), target, false);
+            if !deny && !allow {
+                continue;
             }
-            if matches(rule.allow.as_ref(), kind, name) {
-                return Verdict { decision: Decision::Allow, rule: Some(i) };
+            let holds = rule.when.as_ref().map_or(Holds::Yes, |c| c.holds(principal, target));
+            let applies = match holds {
+                Holds::Yes => true,
+                Holds::No => false,
+                Holds::Failed => deny,
+                Holds::Unknown => !deny,
+            };
+            if applies {
+                let decision = if deny { Decision::Deny } else { Decision::Allow };
+                return Verdict { decision, rule: Some(i) };
             }
         }
-        Verdict { decision: self.default, rule: None }
+        let decision = if target.kind == Kind::Other { Decision::Allow } else { self.default };
+        Verdict { decision, rule: None }
     }
 }
 
@@ -114,11 +244,10 @@ fn principal_matches(matcher: &PrincipalMatcher, principal: Option<&Principal>) 
         PrincipalMatcher::Any => true,
         PrincipalMatcher::Anonymous => false,
         PrincipalMatcher::Name(name) => *principal.name == **name,
+        PrincipalMatcher::Claim { name, value } if name == "scope" => principal.has_scope(value),
         PrincipalMatcher::Claim { name, value } => match principal.claims.get(name) {
-            Some(serde_json::Value::String(s)) => {
-                s == value || (name == "scope" && s.split(' ').any(|scope| scope == value))
-            }
-            Some(serde_json::Value::Array(items)) => items.iter().any(|item| item.as_str() == Some(value)),
+            Some(Value::String(s)) => s == value,
+            Some(Value::Array(items)) => items.iter().any(|item| item.as_str() == Some(value)),
             _ => false,
         },
     }
@@ -135,7 +264,7 @@ mod tests {
     use crate::policy::principal::Credential;
 
     fn rule(principals: &[&str], allow: Option<PatternsConfig>, deny: Option<PatternsConfig>) -> AuthzRuleConfig {
-        AuthzRuleConfig { principals: principals.iter().map(|p| p.to_string()).collect(), allow, deny }
+        AuthzRuleConfig { principals: principals.iter().map(|p| p.to_string()).collect(), allow, deny, when: None }
     }
 
     fn tools(patterns: &[&str]) -> Option<PatternsConfig> {
@@ -145,6 +274,11 @@ mod tests {
     fn jwt(sub: &str, claims: serde_json::Value) -> Principal {
         let claims = claims.as_object().cloned().unwrap_or_default();
         Principal { name: Arc::from(sub), credential: Credential::Jwt, claims }
+    }
+
+    fn target(kind: Kind, name: &str) -> Target<'_> {
+        let upstream = name.split_once("__").map(|(u, _)| u);
+        Target { kind, name, upstream, method: "tools/call", args: Some(&serde_json::Value::Null) }
     }
 
     fn rules(default: Decision, rules: Vec<AuthzRuleConfig>) -> Rules {
@@ -163,13 +297,13 @@ mod tests {
         );
         let ci = Principal::api_key("ci");
         let other = Principal::api_key("other");
-        let v = r.decide(Some(&ci), Kind::Tool, "demo__delete_all");
+        let v = r.decide(Some(&ci), &target(Kind::Tool, "demo__delete_all"));
         assert_eq!(v, Verdict { decision: Decision::Allow, rule: Some(0) }, "rule 0 matches first");
-        let v = r.decide(Some(&other), Kind::Tool, "demo__delete_all");
+        let v = r.decide(Some(&other), &target(Kind::Tool, "demo__delete_all"));
         assert_eq!(v, Verdict { decision: Decision::Deny, rule: Some(1) });
-        let v = r.decide(Some(&other), Kind::Tool, "demo__echo");
+        let v = r.decide(Some(&other), &target(Kind::Tool, "demo__echo"));
         assert_eq!(v, Verdict { decision: Decision::Allow, rule: Some(2) });
-        let v = r.decide(Some(&other), Kind::Prompt, "demo__greet");
+        let v = r.decide(Some(&other), &target(Kind::Prompt, "demo__greet"));
         assert_eq!(v, Verdict { decision: Decision::Allow, rule: None }, "tool patterns say nothing of prompts");
         assert!(r.may_deny(Some(&other), Kind::Tool));
         assert!(!r.may_deny(Some(&other), Kind::Prompt));
@@ -179,9 +313,12 @@ mod tests {
     fn the_default_decides_when_no_rule_matches() {
         let r = rules(Decision::Deny, vec![rule(&["ci"], tools(&["demo__echo"]), None)]);
         let ci = Principal::api_key("ci");
-        assert_eq!(r.decide(Some(&ci), Kind::Tool, "demo__echo").decision, Decision::Allow);
-        assert_eq!(r.decide(Some(&ci), Kind::Tool, "demo__add"), Verdict { decision: Decision::Deny, rule: None });
-        assert_eq!(r.decide(None, Kind::Tool, "demo__echo").decision, Decision::Deny);
+        assert_eq!(r.decide(Some(&ci), &target(Kind::Tool, "demo__echo")).decision, Decision::Allow);
+        assert_eq!(
+            r.decide(Some(&ci), &target(Kind::Tool, "demo__add")),
+            Verdict { decision: Decision::Deny, rule: None }
+        );
+        assert_eq!(r.decide(None, &target(Kind::Tool, "demo__echo")).decision, Decision::Deny);
         assert!(r.may_deny(None, Kind::Resource));
         assert!(rules(Decision::Allow, vec![]).allows_everything());
     }
@@ -206,5 +343,150 @@ mod tests {
         for bad in ["", "claim:", "claim:role", "claim:=x", "claim:role="] {
             assert!(PrincipalMatcher::parse(bad).is_err(), "{bad:?} should not parse");
         }
+    }
+}
+
+#[cfg(test)]
+mod condition_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::AuthzRuleConfig;
+
+    fn when(principals: &[&str], allow: PatternsConfig, deny: Option<PatternsConfig>, when: &str) -> AuthzRuleConfig {
+        AuthzRuleConfig {
+            principals: principals.iter().map(|p| p.to_string()).collect(),
+            allow: Some(allow),
+            deny,
+            when: Some(when.to_owned()),
+        }
+    }
+
+    fn tools(names: &[&str]) -> PatternsConfig {
+        PatternsConfig { tools: names.iter().map(|n| n.to_string()).collect(), ..Default::default() }
+    }
+
+    fn call<'a>(name: &'a str, args: &'a Value) -> Target<'a> {
+        Target { kind: Kind::Tool, name, upstream: Some("fs"), method: "tools/call", args: Some(args) }
+    }
+
+    fn entry(name: &str) -> Target<'_> {
+        Target { kind: Kind::Tool, name, upstream: Some("fs"), method: "tools/list", args: None }
+    }
+
+    #[test]
+    fn a_condition_over_arguments_allows_one_call_and_not_another() {
+        let r = Rules::new(&AuthorizationConfig {
+            default: Decision::Deny,
+            rules: vec![when(&["*"], tools(&["fs__read_file"]), None, "args.path.startsWith('/srv/docs/')")],
+        });
+        let ci = Principal::api_key("ci");
+        let inside = json!({"path": "/srv/docs/a.md"});
+        let outside = json!({"path": "/etc/passwd"});
+        assert_eq!(r.decide(Some(&ci), &call("fs__read_file", &inside)).decision, Decision::Allow);
+        assert_eq!(
+            r.decide(Some(&ci), &call("fs__read_file", &outside)),
+            Verdict { decision: Decision::Deny, rule: None }
+        );
+        assert_eq!(
+            r.decide(Some(&ci), &call("fs__read_file", &json!({}))).decision,
+            Decision::Deny,
+            "a failing condition"
+        );
+        assert_eq!(
+            r.decide(Some(&ci), &entry("fs__read_file")).decision,
+            Decision::Allow,
+            "listed: some call may pass"
+        );
+    }
+
+    #[test]
+    fn a_condition_over_claims_decides_lists_too_a_failing_deny_holds_and_an_unknown_one_hides_nothing() {
+        let admin_only = PatternsConfig::default();
+        let r = Rules::new(&AuthorizationConfig {
+            default: Decision::Allow,
+            rules: vec![
+                when(&["*"], admin_only, Some(tools(&["fs__delete"])), "principal.claims.role != 'admin'"),
+                when(&["*"], PatternsConfig::default(), Some(tools(&["fs__write"])), "args.force == true"),
+            ],
+        });
+        let mut admin = Principal::api_key("root");
+        admin.claims.insert("role".into(), json!("admin"));
+        admin.claims.insert("roles".into(), json!(["ops", "admin"]));
+        let in_list = Rules::new(&AuthorizationConfig {
+            default: Decision::Deny,
+            rules: vec![when(&["*"], tools(&["*"]), None, "'admin' in principal.claims.roles")],
+        });
+        assert_eq!(in_list.decide(Some(&admin), &entry("fs__x")).decision, Decision::Allow);
+        assert_eq!(in_list.decide(Some(&Principal::api_key("bob")), &entry("fs__x")).decision, Decision::Deny);
+        let user = Principal::api_key("bob");
+        assert_eq!(r.decide(Some(&user), &entry("fs__delete")).decision, Decision::Deny, "no role claim: fails closed");
+        assert_eq!(r.decide(Some(&admin), &entry("fs__delete")).decision, Decision::Allow);
+        assert_eq!(r.decide(Some(&user), &entry("fs__write")).decision, Decision::Allow, "unknown args: shown");
+        let forced = json!({"force": true});
+        assert_eq!(
+            r.decide(Some(&user), &call("fs__write", &forced)),
+            Verdict { decision: Decision::Deny, rule: Some(1) }
+        );
+        assert_eq!(r.decide(Some(&user), &call("fs__write", &json!({"force": false}))).decision, Decision::Allow);
+    }
+
+    #[test]
+    fn upstream_patterns_speak_of_everything_an_upstream_serves() {
+        let ups = |names: &[&str]| PatternsConfig {
+            upstreams: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        let r = Rules::new(&AuthorizationConfig {
+            default: Decision::Allow,
+            rules: vec![AuthzRuleConfig {
+                principals: vec!["ci".into()],
+                allow: None,
+                deny: Some(ups(&["secret*"])),
+                when: None,
+            }],
+        });
+        let ci = Principal::api_key("ci");
+        let args = json!({});
+        let at = |kind, name, upstream| Target { kind, name, upstream, method: "m", args: Some(&args) };
+        assert_eq!(r.decide(Some(&ci), &at(Kind::Tool, "secrets__get", Some("secrets"))).decision, Decision::Deny);
+        assert_eq!(r.decide(Some(&ci), &at(Kind::Prompt, "demo__greet", Some("demo"))).decision, Decision::Allow);
+        assert_eq!(r.decide(Some(&ci), &at(Kind::Resource, "x://y", None)).decision, Decision::Deny, "owner unknown");
+        assert_eq!(r.decide(Some(&ci), &at(Kind::Other, "tasks/get", Some("secrets"))).decision, Decision::Deny);
+        assert_eq!(r.decide(Some(&ci), &at(Kind::Other, "tasks/get", Some("demo"))).decision, Decision::Allow);
+        assert!(r.may_deny(Some(&ci), Kind::Prompt));
+        let deny_all = Rules::new(&AuthorizationConfig {
+            default: Decision::Deny,
+            rules: vec![AuthzRuleConfig {
+                principals: vec!["ci".into()],
+                allow: Some(ups(&["demo"])),
+                deny: None,
+                when: None,
+            }],
+        });
+        assert_eq!(deny_all.decide(Some(&ci), &at(Kind::Tool, "demo__echo", Some("demo"))).decision, Decision::Allow);
+        assert_eq!(deny_all.decide(Some(&ci), &at(Kind::Resource, "x://y", None)).decision, Decision::Deny);
+        assert_eq!(
+            deny_all.decide(Some(&ci), &at(Kind::Other, "custom", Some("other"))).decision,
+            Decision::Allow,
+            "no default for other methods"
+        );
+    }
+
+    #[test]
+    fn the_condition_sees_the_principal_name_credential_method_and_upstream() {
+        let r = Rules::new(&AuthorizationConfig {
+            default: Decision::Deny,
+            rules: vec![when(
+                &["*", "anonymous"],
+                tools(&["*"]),
+                None,
+                "principal.credential == 'api_key' && principal.name == 'ci' && method == 'tools/call' && upstream == 'fs' && name == 'fs__x'",
+            )],
+        });
+        let args = json!({});
+        assert_eq!(r.decide(Some(&Principal::api_key("ci")), &call("fs__x", &args)).decision, Decision::Allow);
+        assert_eq!(r.decide(Some(&Principal::api_key("cd")), &call("fs__x", &args)).decision, Decision::Deny);
+        assert_eq!(r.decide(None, &call("fs__x", &args)).decision, Decision::Deny);
     }
 }

@@ -20,21 +20,31 @@ fn request(method: &str, params: serde_json::Value, principal: Option<&str>) -> 
 fn layer() -> AuthorizeLayer {
     let only =
         |tools: &[&str]| PatternsConfig { tools: tools.iter().map(|t| t.to_string()).collect(), ..Default::default() };
-    AuthorizeLayer::new(&AuthorizationConfig {
-        default: Decision::Allow,
-        rules: vec![
-            AuthzRuleConfig { principals: vec!["ci".into()], allow: Some(only(&["demo__echo"])), deny: None },
-            AuthzRuleConfig {
-                principals: vec!["ci".into(), "anonymous".into()],
-                allow: None,
-                deny: Some(PatternsConfig {
-                    tools: vec!["*".into()],
-                    prompts: vec!["*".into()],
-                    resources: vec!["secret://*".into()],
-                }),
-            },
-        ],
-    })
+    AuthorizeLayer::new(
+        &AuthorizationConfig {
+            default: Decision::Allow,
+            rules: vec![
+                AuthzRuleConfig {
+                    principals: vec!["ci".into()],
+                    allow: Some(only(&["demo__echo"])),
+                    deny: None,
+                    when: None,
+                },
+                AuthzRuleConfig {
+                    principals: vec!["ci".into(), "anonymous".into()],
+                    allow: None,
+                    deny: Some(PatternsConfig {
+                        tools: vec!["*".into()],
+                        prompts: vec!["*".into()],
+                        resources: vec!["secret://*".into()],
+                        ..Default::default()
+                    }),
+                    when: None,
+                },
+            ],
+        },
+        "__",
+    )
 }
 
 /// An inner service that records the methods it sees and answers `answer`.
