@@ -67,6 +67,44 @@ async fn python_sdk_client_through_single_upstream_endpoints() {
     }
 }
 
+/// The Python SDK client speaking the modern era (2026-07-28, stateless) to seawall's
+/// aggregate endpoint, and in `auto` mode (it probes `server/discover`, then stays
+/// modern) to both single-upstream endpoints, in front of legacy upstreams: the same
+/// checks pass, sampling and roots included (bridged into `input_required` results).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_modern_client_through_seawall() {
+    let interop = Interop::from_env();
+    let remote = DemoUpstream::start(false, &[]).await;
+    let seawall =
+        Seawall::start(&config_yaml(&[Upstream::demo_stdio("demo", true), Upstream::http("remote", &remote.url)], ""))
+            .await;
+
+    let script = interop.path("python/client_test.py");
+    let cmd =
+        interop.python_command([script.as_os_str(), seawall.url.as_ref(), "--mode".as_ref(), "2026-07-28".as_ref()]);
+    run_script("python client (modern)", cmd, SCRIPT_TIMEOUT)
+        .await
+        .assert_success("python SDK client in mode 2026-07-28");
+    for upstream in ["demo", "remote"] {
+        let url = seawall.upstream_url(upstream);
+        let cmd = interop.python_command([
+            script.as_os_str(),
+            url.as_ref(),
+            "--stdio-upstream".as_ref(),
+            "".as_ref(),
+            "--http-upstream".as_ref(),
+            "".as_ref(),
+            "--mode".as_ref(),
+            "auto".as_ref(),
+            "--expect-protocol".as_ref(),
+            "2026-07-28".as_ref(),
+        ]);
+        run_script(&format!("python client (auto) /mcp/{upstream}"), cmd, SCRIPT_TIMEOUT)
+            .await
+            .assert_success(&format!("python SDK client in mode auto against /mcp/{upstream}"));
+    }
+}
+
 /// The official TypeScript SDK client against seawall's aggregate endpoint in front of
 /// the reference server `server-everything` (HTTP upstream `everything`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

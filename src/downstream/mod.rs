@@ -2,5 +2,6 @@
 
 pub(crate) mod budget;
 pub(crate) mod listener;
+mod modern;
 pub(crate) mod refusal;
 pub mod streamable_http;

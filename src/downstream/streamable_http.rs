@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listener::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
-use crate::gateway::{EncodedAnswer, Gateway, InitError};
+use crate::gateway::{Gateway, InitError};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp;
 use crate::policy::Principal;
@@ -77,16 +77,20 @@ fn info_of(req: &Request) -> RequestInfo {
 }
 
 /// One request's context: who asked, and how to refuse them.
-struct Cx<'a> {
-    st: &'a HttpState,
-    info: RequestInfo,
-    headers: HeaderMap,
+pub(super) struct Cx<'a> {
+    /// The listener's state.
+    pub(super) st: &'a HttpState,
+    /// The request line and peer.
+    pub(super) info: RequestInfo,
+    /// The request's headers.
+    pub(super) headers: HeaderMap,
     /// Who is calling, when clients authenticate.
-    principal: Option<Arc<Principal>>,
+    pub(super) principal: Option<Arc<Principal>>,
 }
 
 impl Cx<'_> {
-    fn refuse(&self, refusal: Refusal, id: Option<&Id>) -> Response {
+    /// The refusal's answer.
+    pub(super) fn refuse(&self, refusal: Refusal, id: Option<&Id>) -> Response {
         self.info.refuse(&refusal, id)
     }
 }
@@ -105,6 +109,9 @@ async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response
     };
     let Some(scope) = scope else { return info.refuse(&Refusal::NoSuchUpstream, None) };
     let cx = Cx { st: &st, info, headers: parts.headers, principal };
+    if super::modern::is_modern_request(&cx.headers) {
+        return super::modern::serve(&cx, scope, &parts.method, body).await;
+    }
     match parts.method {
         Method::POST => post(&cx, scope, body).await,
         Method::GET => get(&cx, scope).await,
@@ -114,12 +121,14 @@ async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response
 }
 
 /// What the client's `Accept` header allows.
-struct Accepts {
-    json: bool,
-    sse: bool,
+pub(super) struct Accepts {
+    /// `application/json`.
+    pub(super) json: bool,
+    /// `text/event-stream`.
+    pub(super) sse: bool,
 }
 
-fn accepts(headers: &HeaderMap) -> Accepts {
+pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
     let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
     if values.is_empty() {
         return Accepts { json: true, sse: true };
@@ -134,7 +143,7 @@ fn accepts(headers: &HeaderMap) -> Accepts {
 }
 
 /// Exactly one `Content-Type`, of media type `application/json` (parameters allowed).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else { return false };
     let Ok(text) = value.to_str() else { return false };
@@ -148,7 +157,7 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 
 /// Reads the body within the size and time limits. A declared length over the limit
 /// is refused before the body is polled, so hyper sends no `100 Continue` for it.
-async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
+pub(super) async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
     let limit = cx.st.max_body_bytes;
     if declared_length(&cx.headers).is_some_and(|n| n > limit as u64) {
         return Err(Refusal::TooLarge { limit });
@@ -280,20 +289,53 @@ async fn dispatch(st: &HttpState, session: &Arc<Session>, msg: Message, sse_ok: 
 /// Runs a request in its own task (a dropped connection is not a cancellation) and
 /// answers with JSON, or with SSE as soon as something precedes the response.
 async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, sse_ok: bool) -> Response {
-    let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
-    let (final_tx, mut final_rx) = oneshot::channel::<EncodedAnswer>();
+    let (out_tx, out_rx) = mpsc::channel::<String>(64);
     let gateway = Arc::clone(&st.gateway);
     let task_session = Arc::clone(session);
     let id = req.id.clone();
-    tokio::spawn(async move {
+    let run = async move {
         let out = sse_ok.then_some(out_tx);
-        let response = gateway.handle_request(&task_session, req, out).await;
-        let _ = final_tx.send(response);
+        let answer = gateway.handle_request(&task_session, req, out).await;
+        let (status, retry_after) = match answer.http {
+            Some(hint) => (hint.status, Some(hint.retry_after)),
+            None => (StatusCode::OK, None),
+        };
+        Final { body: answer.body, status, retry_after }
+    };
+    json_or_stream(run, out_rx, id, None).await
+}
+
+/// The answer to one request, as the transport sends it when nothing preceded it.
+pub(super) struct Final {
+    /// The JSON-RPC response.
+    pub(super) body: String,
+    /// The status of a JSON answer.
+    pub(super) status: StatusCode,
+    /// `Retry-After` of a refusal.
+    pub(super) retry_after: Option<Duration>,
+}
+
+/// Runs `run` in its own task and answers with its JSON response, or — as soon as a
+/// message arrives on `out_rx` before the response — with an SSE stream of those
+/// messages and then the response. `abandon`, when given, fires if the client goes away
+/// before the response was handed over (the handler or the stream is dropped).
+pub(super) async fn json_or_stream(
+    run: impl std::future::Future<Output = Final> + Send + 'static,
+    mut out_rx: mpsc::Receiver<String>,
+    id: Id,
+    abandon: Option<tokio_util::sync::DropGuard>,
+) -> Response {
+    let (final_tx, mut final_rx) = oneshot::channel::<Final>();
+    tokio::spawn(async move {
+        let _ = final_tx.send(run.await);
     });
     let first = tokio::select! {
         biased;
         Some(message) = out_rx.recv() => Some(message),
         response = &mut final_rx => {
+            if let Some(guard) = abandon {
+                guard.disarm();
+            }
             match out_rx.try_recv() {
                 Ok(message) => {
                     // Something preceded the answer after all: stream both.
@@ -304,13 +346,14 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
                 }
                 Err(_) => {
                     return match response {
-                        Ok(EncodedAnswer { body, http: Some(hint) }) => {
-                            let mut resp = json_response(hint.status, body);
-                            let after = hint.retry_after.as_secs().max(1);
-                            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
+                        Ok(Final { body, status, retry_after }) => {
+                            let mut resp = json_response(status, body);
+                            if let Some(after) = retry_after {
+                                let after = after.as_secs().max(1);
+                                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
+                            }
                             resp
                         }
-                        Ok(answer) => json_response(StatusCode::OK, answer.body),
                         Err(_) => json_response(StatusCode::OK, internal_error(&id)),
                     };
                 }
@@ -319,12 +362,17 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
     };
     let head = futures::stream::iter(first);
     let rest = tokio_stream::wrappers::ReceiverStream::new(out_rx);
-    let last =
-        futures::stream::once(async move { final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id)) });
+    let last = futures::stream::once(async move {
+        let body = final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id));
+        if let Some(guard) = abandon {
+            guard.disarm();
+        }
+        body
+    });
     sse_response(head.chain(rest).chain(last))
 }
 
-fn internal_error(id: &Id) -> String {
+pub(super) fn internal_error(id: &Id) -> String {
     jsonrpc::encode_error(Some(id), code::INTERNAL_ERROR, "Internal error", None)
 }
 
@@ -421,7 +469,7 @@ async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {
     StatusCode::OK.into_response()
 }
 
-fn accepted() -> Response {
+pub(super) fn accepted() -> Response {
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -441,7 +489,7 @@ fn sse_headers(mut resp: Response) -> Response {
     resp
 }
 
-fn json_response(status: StatusCode, body: String) -> Response {
+pub(super) fn json_response(status: StatusCode, body: String) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = status;
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -65,34 +65,8 @@ impl Gateway {
         };
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
-        let session = Session::new(scope.clone(), version.clone(), capabilities, params.client_info);
-        if let Some(principal) = principal {
-            session.bind_principal(principal);
-        }
-        let upstreams = Arc::clone(self.upstreams());
-        session.on_tools_changed(Arc::new(move |name: &str| {
-            if let Some(handle) = upstreams.get(name) {
-                handle.policy.catalog.mark_stale();
-            }
-        }));
-
-        let targets: Vec<_> = match &scope {
-            Scope::Aggregate => self.upstreams().iter().cloned().collect(),
-            Scope::Single(name) => self.upstreams().get(name).cloned().into_iter().collect(),
-        };
-        let connects = targets.iter().map(|handle| {
-            let init = self.router.init_params(&session, handle);
-            async move { (handle, handle.connect(&init).await) }
-        });
-        for (handle, result) in futures::future::join_all(connects).await {
-            match result {
-                Ok(link) => session.set_slot(&handle.name, Slot::Up(link)),
-                Err(e) => {
-                    tracing::warn!(upstream = %handle.name, error = %e, "could not open an upstream session");
-                    session.set_slot(&handle.name, Slot::Down(e.to_string()));
-                }
-            }
-        }
+        let session = self.new_session(scope.clone(), version.clone(), capabilities, params.client_info, principal);
+        self.connect_upstreams(&session).await;
 
         let result = match &scope {
             Scope::Single(name) => match session.slot(name) {
@@ -121,6 +95,53 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A new session (not yet in the table), bound to `principal`; an upstream's
+    /// `list_changed` marks that upstream's tool catalog stale.
+    pub(super) fn new_session(
+        &self,
+        scope: Scope,
+        version: String,
+        capabilities: Value,
+        client_info: Value,
+        principal: Option<Arc<Principal>>,
+    ) -> Arc<Session> {
+        let session = Session::new(scope, version, capabilities, client_info);
+        if let Some(principal) = principal {
+            session.bind_principal(principal);
+        }
+        let upstreams = Arc::clone(self.upstreams());
+        session.on_tools_changed(Arc::new(move |name: &str| {
+            if let Some(handle) = upstreams.get(name) {
+                handle.policy.catalog.mark_stale();
+            }
+        }));
+        session
+    }
+
+    /// Opens the session's upstream sessions (every upstream on `/mcp`, the one on
+    /// `/mcp/<upstream>`), at once; an upstream that cannot be reached is marked down.
+    pub(super) async fn connect_upstreams(&self, session: &Arc<Session>) {
+        let targets: Vec<_> = match &session.scope {
+            Scope::Aggregate => self.upstreams().iter().cloned().collect(),
+            Scope::Single(name) => self.upstreams().get(name).cloned().into_iter().collect(),
+        };
+        let connects = targets.iter().map(|handle| {
+            let init = self.router.init_params(session, handle);
+            async move { (handle, handle.connect(&init).await) }
+        });
+        for (handle, result) in futures::future::join_all(connects).await {
+            match result {
+                Ok(link) => session.set_slot(&handle.name, Slot::Up(link)),
+                Err(e) => {
+                    tracing::warn!(upstream = %handle.name, error = %e, "could not open an upstream session");
+                    session.set_slot(&handle.name, Slot::Down(e.to_string()));
+                }
+            }
+        }
+    }
+}
+
 /// An initialize result with its `protocolVersion` replaced.
 fn with_version(raw: &RawValue, version: &str) -> Box<RawValue> {
     let mut map = meta::params_object(Some(raw)).unwrap_or_default();
@@ -129,7 +150,7 @@ fn with_version(raw: &RawValue, version: &str) -> Box<RawValue> {
 }
 
 /// The aggregated endpoint's initialize result: capabilities merged from the upstreams.
-fn merged_init(session: &Session, version: &str) -> Box<RawValue> {
+pub(super) fn merged_init(session: &Session, version: &str) -> Box<RawValue> {
     let mut capabilities = Value::Object(Map::new());
     let mut instructions = Vec::new();
     let mut links = session.links();

@@ -2,6 +2,7 @@
 //! request, notification or response, end a session. Transport-independent.
 
 mod initialize;
+mod modern;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +12,7 @@ use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 use crate::call::{EVENT_BUFFER, Link, Tagged};
-use crate::client::{ClientRequest, ClientService};
+use crate::client::{Answered, ClientRequest, ClientService};
 use crate::errors;
 use crate::jsonrpc::{self, Id, Notification, Request, Response};
 use crate::mcp::{meta, method};
@@ -21,12 +22,15 @@ use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::upstream::registry::Upstreams;
 
 pub use initialize::InitError;
+pub(crate) use modern::ModernAnswer;
 
 /// The gateway core.
 pub struct Gateway {
     router: Arc<Router>,
     client: ClientService,
     sessions: SessionTable,
+    /// The contexts of modern-era clients, by what they share (see `modern.rs`).
+    contexts: modern::Contexts,
 }
 
 /// The encoded answer to one request.
@@ -44,7 +48,7 @@ static NEXT_PROGRESS: AtomicU64 = AtomicU64::new(1);
 impl Gateway {
     /// A gateway whose requests go through `client` (the client stack over `router`).
     pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
-        Gateway { router, client, sessions }
+        Gateway { router, client, sessions, contexts: modern::Contexts::default() }
     }
 
     /// The upstreams.
@@ -71,6 +75,18 @@ impl Gateway {
         req: Request,
         out: Option<mpsc::Sender<String>>,
     ) -> EncodedAnswer {
+        let id = req.id.clone();
+        let answered = self.answer_request(session, req, out).await;
+        EncodedAnswer { body: jsonrpc::encode_reply(Some(&id), &answered.reply), http: answered.http }
+    }
+
+    /// [`Gateway::handle_request`], with the answer not yet encoded.
+    pub(crate) async fn answer_request(
+        &self,
+        session: &Arc<Session>,
+        req: Request,
+        out: Option<mpsc::Sender<String>>,
+    ) -> Answered {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
@@ -111,7 +127,7 @@ impl Gateway {
             }
         }
         let Ok(answered) = answered;
-        EncodedAnswer { body: jsonrpc::encode_reply(Some(&req.id), &answered.reply), http: answered.http }
+        answered
     }
 
     /// Handles a client notification.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use table::SessionTable;
+pub use table::{SessionTable, mint_id};
 
 use crate::catalog::ResourceCatalog;
 use crate::jsonrpc::Id;
@@ -93,6 +93,9 @@ pub struct Session {
     /// The principal that opened the session, when clients authenticate: requests of the
     /// session must come from the same one.
     principal: std::sync::OnceLock<Arc<Principal>>,
+    /// The session stands for modern-era (stateless) clients: no client ever reads its
+    /// GET stream, so messages for it are dropped quietly.
+    stateless: std::sync::atomic::AtomicBool,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -128,6 +131,7 @@ impl Session {
             streaming: std::sync::atomic::AtomicBool::new(false),
             tools_changed: std::sync::OnceLock::new(),
             principal: std::sync::OnceLock::new(),
+            stateless: std::sync::atomic::AtomicBool::new(false),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -218,6 +222,10 @@ impl Session {
     /// Queues a message for the client's GET stream; dropped (with a log line) when the
     /// queue is full, so a client that never reads cannot grow memory.
     pub fn push_outbox(&self, message: String) {
+        if self.is_stateless() {
+            tracing::debug!(session = self.key, "dropped a message not tied to a request of a stateless client");
+            return;
+        }
         if self.outbox_tx.try_send(message).is_err() {
             tracing::warn!(session = self.key, "dropped a message for the client: its GET stream queue is full");
         }
@@ -268,6 +276,16 @@ impl Session {
     /// Binds the session to the principal that opens it (once).
     pub fn bind_principal(&self, principal: Arc<Principal>) {
         let _ = self.principal.set(principal);
+    }
+
+    /// Marks the session as standing for modern-era (stateless) clients.
+    pub fn mark_stateless(&self) {
+        self.stateless.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the session stands for modern-era clients (never addressed by an id).
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.load(Ordering::Relaxed)
     }
 
     /// The principal the session is bound to, if clients authenticate.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Interop check: the official MCP Python SDK client (PyPI `mcp`) against seawall.
 
-    client_test.py URL [--stdio-upstream demo] [--http-upstream remote] [--mode legacy|auto]
+    client_test.py URL [--stdio-upstream demo] [--http-upstream remote]
+                       [--mode legacy|auto|2026-07-28] [--expect-protocol VERSION]
                        [--direct] [--skip SUBSTRING]... [--timeout SECS] [--call-timeout SECS]
 
 URL is seawall's aggregate endpoint (`http://127.0.0.1:PORT/mcp`) fronting seawall's own
@@ -126,6 +127,8 @@ async def run(args: argparse.Namespace, r: Runner) -> None:
         info = client.server_info
         print(f"ok   initialize (protocol {client.protocol_version}, server {info.name if info else '?'})", flush=True)
         r.passed += 1
+        if args.expect_protocol and client.protocol_version != args.expect_protocol:
+            raise CheckFailed(f"negotiated {client.protocol_version}, expected {args.expect_protocol}")
         modern = client.protocol_version >= "2026"
 
         async def ping() -> None:
@@ -363,7 +366,12 @@ def main() -> int:
     ap.add_argument("url")
     ap.add_argument("--stdio-upstream", default="demo", help="name (prefix) of the stdio demo upstream")
     ap.add_argument("--http-upstream", default="remote", help="name (prefix) of the HTTP demo upstream")
-    ap.add_argument("--mode", default="legacy", help="Client mode: legacy (initialize handshake) or auto")
+    ap.add_argument(
+        "--mode",
+        default="legacy",
+        help="Client mode: legacy (initialize handshake), auto (server/discover first), or a modern version",
+    )
+    ap.add_argument("--expect-protocol", default="", help="fail unless this protocol version is negotiated")
     ap.add_argument(
         "--direct",
         action="store_true",

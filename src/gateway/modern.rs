@@ -1,0 +1,375 @@
+//! Modern-era (2026-07-28) clients in front of legacy upstreams: each request is
+//! self-contained, so seawall keeps the upstream sessions itself.
+//!
+//! A *context* is a session of seawall's own that stands for every modern client that
+//! shares a scope, a principal and an envelope (protocol version, capabilities, client
+//! info): it opens the upstream sessions once and is reused by every later request of
+//! that kind, and it expires like any idle session. It sits in the session table (so it
+//! counts against `session.max_sessions`, is reaped when idle and closed at shutdown)
+//! but it is never given to a client, and no client can address it.
+//!
+//! Requests run through the same client stack as legacy ones, under an id of seawall's
+//! own (modern clients of one context choose their ids independently), and are
+//! answered under the client's id with the members the era requires.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::Gateway;
+use crate::call::GatewayError;
+use crate::client::{Answered, HttpHint};
+use crate::jsonrpc::{self, Id, Message, Request, code};
+use crate::mcp::modern::{self, Envelope};
+use crate::mcp::{self as mcp_era, meta};
+use crate::policy::Principal;
+use crate::session::{Scope, Session, Slot};
+
+/// The modern contexts, by what their clients share.
+#[derive(Default)]
+pub(super) struct Contexts {
+    by_key: Mutex<HashMap<String, Arc<Session>>>,
+    /// Calls waiting for the client's input, by `requestState`.
+    parked: Arc<Mutex<HashMap<String, Call>>>,
+}
+
+/// One running upstream call of a modern request.
+struct Call {
+    /// The context it runs in.
+    session: Arc<Session>,
+    /// The context's key: a retry must come from the same context.
+    context: String,
+    /// seawall's id for it.
+    internal: Id,
+    /// The method (a retry must repeat it).
+    method: String,
+    /// Messages related to it, as the client would see them.
+    events: mpsc::Receiver<String>,
+    /// Its answer.
+    answer: oneshot::Receiver<Answered>,
+}
+
+/// How long a call waits for the client's `inputResponses`.
+const PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Related messages buffered per call.
+const EVENTS: usize = 64;
+
+impl Contexts {
+    /// Parks `call` under a fresh unguessable `requestState`; cancels it if no retry
+    /// takes it within [`PARK_TIMEOUT`].
+    fn park(&self, call: Call) -> String {
+        let state = crate::session::mint_id();
+        self.parked.lock().insert(state.clone(), call);
+        let parked = Arc::downgrade(&self.parked);
+        let key = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PARK_TIMEOUT).await;
+            let expired = parked.upgrade().and_then(|p| p.lock().remove(&key));
+            if let Some(call) = expired {
+                tracing::debug!(session = call.session.key, "a call waiting for the client's input expired");
+                call.session.cancel_request(&call.internal);
+            }
+        });
+        state
+    }
+
+    /// The call parked under `state`, if it belongs to `context` and `method`.
+    fn unpark(&self, state: &str, context: &str, method: &str) -> Option<Call> {
+        let mut parked = self.parked.lock();
+        let call = parked.get(state)?;
+        if call.context != context || call.method != method {
+            return None;
+        }
+        parked.remove(state)
+    }
+
+    fn live(&self, key: &str) -> Option<Arc<Session>> {
+        let session = self.by_key.lock().get(key).cloned()?;
+        (!session.ended().is_cancelled()).then_some(session)
+    }
+
+    /// Keeps `session` under `key` unless a live one got there first (then returns that
+    /// one); forgets contexts that have ended.
+    fn insert(&self, key: String, session: &Arc<Session>) -> Option<Arc<Session>> {
+        let mut map = self.by_key.lock();
+        map.retain(|_, s| !s.ended().is_cancelled());
+        if let Some(existing) = map.get(&key) {
+            return Some(Arc::clone(existing));
+        }
+        map.insert(key, Arc::clone(session));
+        None
+    }
+}
+
+/// The answer to one modern request.
+#[derive(Debug)]
+pub(crate) struct ModernAnswer {
+    /// The JSON-RPC response, under the client's id.
+    pub(crate) body: String,
+    /// The HTTP status a plain JSON answer rides (the modern table: 400 for envelope and
+    /// parameter errors, 404 for an unknown method; 503/429 for refusals).
+    pub(crate) status: http::StatusCode,
+    /// `Retry-After` of a refusal.
+    pub(crate) retry_after: Option<std::time::Duration>,
+}
+
+impl ModernAnswer {
+    /// An error answer under `id`.
+    pub(crate) fn error(id: Option<&Id>, code: i64, message: &str, data: Option<Value>) -> ModernAnswer {
+        ModernAnswer {
+            body: jsonrpc::encode_error(id, code, message, data),
+            status: modern::error_status(code),
+            retry_after: None,
+        }
+    }
+
+    fn of(id: &Id, reply: &crate::call::Reply, hint: Option<HttpHint>) -> ModernAnswer {
+        let status = match (hint, reply) {
+            (Some(hint), _) => hint.status,
+            (None, Ok(_)) => http::StatusCode::OK,
+            (None, Err(error)) => modern::error_status(error_code(error)),
+        };
+        ModernAnswer { body: jsonrpc::encode_reply(Some(id), reply), status, retry_after: hint.map(|h| h.retry_after) }
+    }
+}
+
+/// The members of a retry the upstream call does not see.
+#[derive(serde::Deserialize, Default)]
+struct Retry {
+    #[serde(rename = "requestState")]
+    request_state: Option<String>,
+    #[serde(rename = "inputResponses")]
+    input_responses: Option<Map<String, Value>>,
+}
+
+/// `params` without `requestState` and `inputResponses` (`None` when it had neither).
+fn without_retry_members(params: &RawValue) -> Option<Box<RawValue>> {
+    let mut map = meta::params_object(Some(params))?;
+    let had = map.remove("requestState").is_some() | map.remove("inputResponses").is_some();
+    had.then(|| jsonrpc::to_raw(&map))
+}
+
+/// A relayed message that is a request of the client, as an `inputRequests` entry: its
+/// id (the key the client answers under) and `{method, params}`.
+fn input_request(message: &str) -> Option<(String, Value)> {
+    let Ok(Message::Request(req)) = jsonrpc::decode(message) else { return None };
+    let key = req.id.to_value().as_str()?.to_owned();
+    let params = jsonrpc::view::<Value>(req.params.as_deref()).unwrap_or_else(|| json!({}));
+    Some((key, json!({"method": req.method, "params": params})))
+}
+
+fn error_code(error: &RawValue) -> i64 {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    jsonrpc::view::<Code>(Some(error)).map_or(code::INTERNAL_ERROR, |c| c.code)
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `Retry-After` of a request refused because the session table is full.
+const CONTEXTS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The client capabilities a context offers its upstreams: the client's own, without
+/// `tasks` (which the modern era removed).
+fn offered_capabilities(capabilities: &Value) -> Value {
+    let mut caps = capabilities.as_object().cloned().unwrap_or_default();
+    caps.remove("tasks");
+    Value::Object(caps)
+}
+
+impl Gateway {
+    /// Answers one modern request of `scope` made as `principal`. `abandoned` fires when
+    /// the client closes its response stream: the request is then cancelled upstream.
+    ///
+    /// A legacy upstream's request of the client (sampling, elicitation, roots) made
+    /// while the call runs becomes an `input_required` result whose `inputRequests` carry
+    /// it; the upstream call stays open, parked under the result's `requestState`, until
+    /// the client's retry brings `inputResponses` (relayed upstream as the answers) and
+    /// the same `requestState` — then the retry is answered with what the call gives
+    /// next. A parked call whose retry does not come within [`PARK_TIMEOUT`] is
+    /// cancelled.
+    pub(crate) async fn handle_modern(
+        self: Arc<Self>,
+        scope: Scope,
+        principal: Option<Arc<Principal>>,
+        envelope: Envelope,
+        req: Request,
+        out: Option<mpsc::Sender<String>>,
+        abandoned: CancellationToken,
+    ) -> ModernAnswer {
+        let id = req.id.clone();
+        if modern::is_removed(&req.method) || req.method == modern::LISTEN {
+            return ModernAnswer::error(Some(&id), code::METHOD_NOT_FOUND, "Method not found", None);
+        }
+        let (session, context) = match self.context(scope, principal, &envelope).await {
+            Ok(found) => found,
+            Err(error) => {
+                let reply = self.rewriter().failure(&error, None);
+                return ModernAnswer::of(&id, &reply, HttpHint::of(&error));
+            }
+        };
+        session.touch();
+        if req.method == modern::DISCOVER {
+            return ModernAnswer::of(&id, &Ok(discover(&session)), None);
+        }
+        let retry = jsonrpc::view::<Retry>(req.params.as_deref()).unwrap_or_default();
+        let call = match retry.request_state {
+            Some(state) => match self.contexts.unpark(&state, &context, &req.method) {
+                Some(call) => {
+                    for (key, response) in retry.input_responses.unwrap_or_default() {
+                        let response = jsonrpc::Response { id: Id::string(&key), body: Ok(jsonrpc::to_raw(&response)) };
+                        self.handle_response(&call.session, response).await;
+                    }
+                    call
+                }
+                None => {
+                    let message = "Invalid params: unknown or expired requestState";
+                    return ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None);
+                }
+            },
+            None => self.start(&session, context, req),
+        };
+        self.drive(call, &id, out, abandoned).await
+    }
+
+    /// Starts a request in its own task, under an id of seawall's own.
+    fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request) -> Call {
+        let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+        let method = req.method.clone();
+        let params = modern::strip_envelope(req.params).map(|p| without_retry_members(&p).unwrap_or(p));
+        let inner = Request { id: internal.clone(), method: req.method, params };
+        let (events_tx, events) = mpsc::channel::<String>(EVENTS);
+        let (answer_tx, answer) = oneshot::channel();
+        let gateway = Arc::clone(self);
+        let task_session = Arc::clone(session);
+        tokio::spawn(async move {
+            let answered = gateway.answer_request(&task_session, inner, Some(events_tx)).await;
+            let _ = answer_tx.send(answered);
+        });
+        Call { session: Arc::clone(session), context, internal, method, events, answer }
+    }
+
+    /// Follows a running call until it answers (then the client's request is answered
+    /// with it) or asks the client for input (then the call is parked and the client
+    /// gets `input_required`). Related notifications go to `out`.
+    async fn drive(
+        &self,
+        mut call: Call,
+        id: &Id,
+        out: Option<mpsc::Sender<String>>,
+        abandoned: CancellationToken,
+    ) -> ModernAnswer {
+        loop {
+            tokio::select! {
+                biased;
+                answered = &mut call.answer => {
+                    let Ok(answered) = answered else {
+                        return ModernAnswer::error(Some(id), code::INTERNAL_ERROR, "Internal error", None);
+                    };
+                    let reply = answered.reply.map(|result| modern::stamp_result(&call.method, result));
+                    return ModernAnswer::of(id, &reply, answered.http);
+                }
+                Some(message) = call.events.recv() => {
+                    let Some(first) = input_request(&message) else {
+                        if let Some(out) = &out {
+                            let _ = out.send(message).await;
+                        }
+                        continue;
+                    };
+                    let mut requests = Map::new();
+                    requests.insert(first.0, first.1);
+                    while let Ok(next) = call.events.try_recv() {
+                        match input_request(&next) {
+                            Some((key, request)) => { requests.insert(key, request); }
+                            None => if let Some(out) = &out { let _ = out.send(next).await; },
+                        }
+                    }
+                    let state = self.contexts.park(call);
+                    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": state});
+                    return ModernAnswer::of(id, &Ok(jsonrpc::to_raw(&result)), None);
+                }
+                () = abandoned.cancelled(), if !abandoned.is_cancelled() => {
+                    call.session.cancel_request(&call.internal);
+                }
+            }
+        }
+    }
+    /// The context for `scope`, `principal` and `envelope`: a live one, or a new one
+    /// whose upstream sessions are opened now.
+    async fn context(
+        &self,
+        scope: Scope,
+        principal: Option<Arc<Principal>>,
+        envelope: &Envelope,
+    ) -> Result<(Arc<Session>, String), GatewayError> {
+        let key = format!(
+            "{scope:?}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+            principal.as_deref().map(Principal::label).unwrap_or_default(),
+            envelope.version,
+            envelope.capabilities,
+            envelope.client_info
+        );
+        if let Some(session) = self.contexts.live(&key) {
+            return Ok((session, key));
+        }
+        let full = |_| GatewayError::Overloaded { scope: "session".into(), retry_after: CONTEXTS_RETRY_AFTER };
+        let reservation = self.sessions.reserve(None).map_err(full)?;
+        let capabilities = offered_capabilities(&envelope.capabilities);
+        let info = envelope.client_info.clone();
+        let version = mcp_era::LATEST_LEGACY.to_owned();
+        let session = self.new_session(scope.clone(), version, capabilities, info, principal);
+        session.mark_stateless();
+        self.connect_upstreams(&session).await;
+        if let Scope::Single(name) = &scope
+            && let Some(Slot::Down(reason)) = session.slot(name)
+        {
+            self.close_session(&session).await;
+            return Err(GatewayError::Unavailable { upstream: Arc::clone(name), reason });
+        }
+        if let Some(existing) = self.contexts.insert(key.clone(), &session) {
+            self.close_session(&session).await;
+            return Ok((existing, key));
+        }
+        self.sessions.insert_reserved(reservation, Arc::clone(&session));
+        tracing::info!(session = session.key, scope = ?scope, "modern client context opened");
+        crate::telemetry::metrics::sessions(self.sessions.len());
+        Ok((session, key))
+    }
+}
+
+/// The `server/discover` result: the modern versions seawall serves, the capabilities
+/// of the context's upstreams (merged on `/mcp`, the upstream's own on
+/// `/mcp/<upstream>`), their instructions, and seawall's (or the upstream's) info.
+fn discover(session: &Session) -> Box<RawValue> {
+    let init = match &session.scope {
+        Scope::Single(name) => match session.slot(name) {
+            Some(Slot::Up(link)) => link.init_result().map(|i| i.raw.clone()),
+            _ => None,
+        },
+        Scope::Aggregate => None,
+    };
+    let init = init.unwrap_or_else(|| super::initialize::merged_init(session, mcp_era::LATEST_LEGACY));
+    let init = meta::params_object(Some(&init)).unwrap_or_default();
+    let mut capabilities = init.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    if let Value::Object(caps) = &mut capabilities {
+        caps.remove("tasks");
+    }
+    let mut result = Map::new();
+    result.insert("supportedVersions".into(), json!(modern::MODERN_VERSIONS));
+    result.insert("capabilities".into(), capabilities);
+    if let Some(instructions) = init.get("instructions").filter(|i| i.is_string()) {
+        result.insert("instructions".into(), instructions.clone());
+    }
+    let server_info = init.get("serverInfo").cloned().unwrap_or_else(|| json!({"name": "seawall"}));
+    result.insert("_meta".into(), json!({ modern::SERVER_INFO_KEY: server_info }));
+    modern::stamp_result(modern::DISCOVER, jsonrpc::to_raw(&result))
+}
