@@ -13,6 +13,7 @@
 pub(crate) mod catalog;
 pub(crate) mod handler;
 pub(crate) mod http;
+pub(crate) mod modern;
 pub(crate) mod record;
 pub(crate) mod rpc;
 pub(crate) mod server;

@@ -111,7 +111,8 @@ impl DemoServer {
         self.state.stats.snapshot(sessions)
     }
 
-    fn record(&self, session: &Session, event: Value) {
+    /// Appends `event` to the record file.
+    pub(crate) fn record(&self, session: &Session, event: Value) {
         self.state.record(session, event);
     }
 
