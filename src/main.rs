@@ -117,7 +117,7 @@ fn main() -> ExitCode {
                 }
             };
             let options = seawall::app::StdioOptions { upstream, principal, listen, admin_listen };
-            block_on(seawall::app::stdio(config, options))
+            block_on(seawall::app::run_stdio(config, options))
         }
         Command::DemoUpstream(args) => {
             telemetry::init(LogFormat::Text, "warn");
