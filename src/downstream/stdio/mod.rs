@@ -34,7 +34,7 @@ use crate::session::Scope;
 use messages::Conn;
 
 /// How long requests in flight may take to finish once the client is gone.
-pub(crate) const DRAIN: Duration = Duration::from_secs(2);
+const DRAIN: Duration = Duration::from_secs(2);
 /// How long cancelled requests may take to send their answers.
 const CANCEL_WAIT: Duration = Duration::from_millis(500);
 /// How long the writer may take to write what is queued.
