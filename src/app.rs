@@ -131,7 +131,8 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                         timeouts.connect,
                         config.limits.max_message_bytes,
                     )
-                    .with_context(|| format!("upstream {:?}", up.name))?;
+                    .with_context(|| format!("upstream {:?}", up.name))?
+                    .speaking(up.protocol);
                     endpoints.push(Arc::new(client));
                 }
                 Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))

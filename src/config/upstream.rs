@@ -123,6 +123,19 @@ impl Default for RestartConfig {
     }
 }
 
+/// The protocol era seawall speaks to an HTTP upstream.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    /// Detect it: the modern era if the server answers `server/discover`, else legacy.
+    #[default]
+    Auto,
+    /// The stateless era (2026-07-28): `server/discover`, every request self-contained.
+    Modern,
+    /// The session era (2025-03-26 … 2025-11-25): `initialize`, `Mcp-Session-Id`.
+    Legacy,
+}
+
 /// One MCP server behind the gateway: a stdio process (`command`) or a Streamable HTTP
 /// endpoint (`url`), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -169,6 +182,12 @@ pub struct UpstreamConfig {
     /// use `${VAR}`. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// HTTP: the protocol era spoken to the server: `auto` (ask `server/discover` in the
+    /// modern era 2026-07-28 first, fall back to the `initialize` handshake; the answer
+    /// is remembered and asked again after a failed handshake), `modern` or `legacy`.
+    /// Default `auto`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub protocol: UpstreamProtocol,
     /// HTTP: further replicas of the same server; requests are balanced across `url` and
     /// these, a retry goes to another one, and one that keeps failing is ejected for a
     /// while. Default `[]`.
@@ -233,6 +252,7 @@ impl Default for UpstreamConfig {
             max_processes: default_max_processes(),
             url: None,
             headers: BTreeMap::new(),
+            protocol: UpstreamProtocol::default(),
             endpoints: Vec::new(),
             timeouts: None,
             retry: None,

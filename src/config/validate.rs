@@ -12,6 +12,7 @@ use http::{HeaderName, HeaderValue};
 use super::locate::FieldPath;
 use super::{
     BreakerConfig, ConcurrencyConfig, Config, RestartConfig, RetryConfig, StdioShare, Timeouts, UpstreamConfig,
+    UpstreamProtocol,
 };
 
 /// One failed check: the field it concerns and what is wrong.
@@ -171,10 +172,11 @@ fn check_upstream(
         )),
         (Some(command), None) => {
             check_stdio(at, upstream, command, out);
-            for field in ["headers", "endpoints"] {
+            for field in ["headers", "endpoints", "protocol"] {
                 let set = match field {
                     "headers" => !upstream.headers.is_empty(),
-                    _ => !upstream.endpoints.is_empty(),
+                    "endpoints" => !upstream.endpoints.is_empty(),
+                    _ => upstream.protocol != UpstreamProtocol::default(),
                 };
                 if written(&at.key(field)) || set {
                     let why = "applies only to HTTP upstreams (`url`), and this one has `command`";

@@ -146,7 +146,7 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
             return json_response(StatusCode::BAD_REQUEST, &rpc::parse_error(err));
         }
     };
-    if super::modern::is_modern(&headers) {
+    if super::modern::is_modern(&headers) && !state.server.config().legacy_only {
         return super::modern::post(&state.server, &state.parked, &headers, msg).await;
     }
     let request_id = msg.get("id").cloned().unwrap_or(Value::Null);

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
@@ -117,7 +118,12 @@ pub(crate) async fn post(server: &DemoServer, parked: &Arc<Parked>, headers: &He
         "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
             return error(&id, code::METHOD_NOT_FOUND, &format!("Method not found: {method}"), None);
         }
-        "server/discover" => return json_response(StatusCode::OK, &rpc::result_response(&id, discover(server))),
+        "server/discover" => {
+            let session = Session::new(None, Transport::Http);
+            server.record(&session, json!({"event": "request", "method": method, "id": id}));
+            return json_response(StatusCode::OK, &rpc::result_response(&id, discover(server)));
+        }
+        "subscriptions/listen" => return listen(server, headers, &id, &params),
         _ => {}
     }
     if let Some(state) = params.get("requestState").and_then(Value::as_str) {
@@ -148,7 +154,19 @@ pub(crate) async fn post(server: &DemoServer, parked: &Arc<Parked>, headers: &He
     drive(server, parked, id, session, method, Box::pin(pending.outcome()), messages, streaming).await
 }
 
-/// Follows a call: its answer (stamped), or `input_required` when it asks the client.
+/// How a call ended, as far as this request is concerned.
+enum End {
+    /// The response to send (the answer, or `input_required` with the call parked).
+    Answer(Value),
+    /// HTTP: a transient failure (`--retry-after`).
+    Unavailable,
+    /// The call was cancelled: nothing is sent.
+    Cancelled,
+}
+
+/// Answers a request with its call's outcome: JSON, or (when `streaming`) an SSE stream
+/// of the call's notifications as they come and then the answer. A client that closes
+/// the connection before the answer cancels the call (a parked call is not cancelled).
 #[allow(clippy::too_many_arguments)]
 async fn drive(
     server: &DemoServer,
@@ -156,88 +174,212 @@ async fn drive(
     id: Value,
     session: Arc<Session>,
     method: String,
-    mut outcome: Rest,
-    mut messages: mpsc::UnboundedReceiver<Value>,
+    outcome: Rest,
+    messages: mpsc::UnboundedReceiver<Value>,
     streaming: bool,
 ) -> Response {
-    let retry_after = server.config().retry_after_secs;
-    let mut notes = Vec::new();
-    // A client that closes its stream cancels the call (unless it is parked for input).
-    let mut abandon = Abandon { server: server.clone(), session: Some(Arc::clone(&session)) };
-    let answer = loop {
-        tokio::select! {
-            biased;
-            Some(msg) = messages.recv() => {
-                if msg.get("id").is_some() && msg.get("method").is_some() {
-                    let mut ids = HashMap::new();
-                    let mut requests = Map::new();
-                    let mut take = |msg: Value| {
-                        let key = msg["id"].as_str().map_or_else(|| msg["id"].to_string(), str::to_owned);
-                        requests.insert(key.clone(), json!({"method": msg["method"], "params": msg["params"]}));
-                        ids.insert(key, msg["id"].clone());
-                    };
-                    take(msg);
-                    while let Ok(next) = messages.try_recv() {
-                        if next.get("id").is_some() && next.get("method").is_some() { take(next) } else { notes.push(next) }
-                    }
-                    abandon.session = None;
-                    let state = format!("demo-state-{:032x}", rand::random::<u128>());
-                    // The tool is still waiting for its answer: park the rest of the call.
-                    parked.lock().insert(state.clone(), ParkedCall { session, method, pending: outcome, messages, ids });
-                    let expiry = Arc::clone(parked);
-                    let key = state.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(PARK_TIMEOUT).await;
-                        expiry.lock().remove(&key);
-                    });
-                    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": state});
-                    break rpc::result_response(&id, result);
-                }
-                notes.push(msg);
-            }
-            outcome = &mut outcome => {
-                while let Ok(msg) = messages.try_recv() {
-                    notes.push(msg);
-                }
-                match outcome {
-                    Some(Outcome::Reply(mut reply)) => {
-                        reply["id"] = id.clone();
-                        break stamp(&method, reply);
-                    }
-                    Some(Outcome::Unavailable) => {
-                        let headers = [(axum::http::header::RETRY_AFTER, retry_after.to_string())];
-                        return (StatusCode::SERVICE_UNAVAILABLE, headers, "upstream temporarily unavailable").into_response();
-                    }
-                    None => return StatusCode::ACCEPTED.into_response(),
-                }
-            }
-        }
+    let abandon = Abandon {
+        server: server.clone(),
+        session: Some(Arc::clone(&session)),
+        id: id.clone(),
+        done: std::sync::atomic::AtomicBool::new(false),
     };
-    abandon.session = None;
-    if !streaming || notes.is_empty() {
-        let status = answer["error"]["code"].as_i64().map_or(StatusCode::OK, status_of);
-        return json_response(status, &answer);
+    if !streaming {
+        let end = follow(parked, &id, session, method, outcome, messages, |_| {}).await;
+        abandon.disarm();
+        return match end {
+            End::Answer(answer) => {
+                let status = answer["error"]["code"].as_i64().map_or(StatusCode::OK, status_of);
+                json_response(status, &answer)
+            }
+            End::Unavailable => unavailable(server.config().retry_after_secs),
+            End::Cancelled => StatusCode::ACCEPTED.into_response(),
+        };
     }
-    notes.push(answer);
-    let events = futures::stream::iter(notes.into_iter().map(|msg| {
+    let (frames, rx) = mpsc::unbounded_channel::<Value>();
+    let parked = Arc::clone(parked);
+    let task_id = id.clone();
+    let task = tokio::spawn(async move {
+        let notes = frames.clone();
+        let end = follow(&parked, &task_id, session, method, outcome, messages, move |n| {
+            let _ = notes.send(n);
+        })
+        .await;
+        match end {
+            End::Answer(answer) => {
+                let _ = frames.send(answer);
+            }
+            End::Unavailable => {
+                let _ = frames.send(RpcError::internal("transient failure").response(&task_id));
+            }
+            End::Cancelled => {}
+        }
+    });
+    let guard = StreamGuard { task: task.abort_handle(), abandon: Some(abandon) };
+    let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(move |msg| {
+        if (msg.get("result").is_some() || msg.get("error").is_some())
+            && let Some(abandon) = guard.abandon.as_ref()
+        {
+            abandon.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok::<_, std::convert::Infallible>(axum::response::sse::Event::default().event("message").data(msg.to_string()))
-    }));
+    });
     axum::response::sse::Sse::new(events).into_response()
 }
 
-/// Cancels a call whose client went away before its answer.
+fn unavailable(retry_after: u64) -> Response {
+    let headers = [(axum::http::header::RETRY_AFTER, retry_after.to_string())];
+    (StatusCode::SERVICE_UNAVAILABLE, headers, "upstream temporarily unavailable").into_response()
+}
+
+/// Follows a call until it answers (stamped, under `id`) or asks the client for input
+/// (then it is parked and `input_required` is the answer); its notifications go to
+/// `note`.
+async fn follow(
+    parked: &Arc<Parked>,
+    id: &Value,
+    session: Arc<Session>,
+    method: String,
+    mut outcome: Rest,
+    mut messages: mpsc::UnboundedReceiver<Value>,
+    mut note: impl FnMut(Value),
+) -> End {
+    loop {
+        tokio::select! {
+            biased;
+            Some(msg) = messages.recv() => {
+                if msg.get("id").is_none() || msg.get("method").is_none() {
+                    note(msg);
+                    continue;
+                }
+                let mut ids = HashMap::new();
+                let mut requests = Map::new();
+                let mut take = |msg: Value| {
+                    let key = msg["id"].as_str().map_or_else(|| msg["id"].to_string(), str::to_owned);
+                    requests.insert(key.clone(), json!({"method": msg["method"], "params": msg["params"]}));
+                    ids.insert(key, msg["id"].clone());
+                };
+                take(msg);
+                while let Ok(next) = messages.try_recv() {
+                    if next.get("id").is_some() && next.get("method").is_some() { take(next) } else { note(next) }
+                }
+                let state = format!("demo-state-{:032x}", rand::random::<u128>());
+                // The tool still waits for its answer: park the rest of the call.
+                parked.lock().insert(state.clone(), ParkedCall { session, method, pending: outcome, messages, ids });
+                let expiry = Arc::clone(parked);
+                let key = state.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(PARK_TIMEOUT).await;
+                    expiry.lock().remove(&key);
+                });
+                let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": state});
+                return End::Answer(rpc::result_response(id, result));
+            }
+            outcome = &mut outcome => {
+                while let Ok(msg) = messages.try_recv() {
+                    note(msg);
+                }
+                return match outcome {
+                    Some(Outcome::Reply(mut reply)) => {
+                        reply["id"] = id.clone();
+                        End::Answer(stamp(&method, reply))
+                    }
+                    Some(Outcome::Unavailable) => End::Unavailable,
+                    None => End::Cancelled,
+                };
+            }
+        }
+    }
+}
+
+/// Ends a streamed call whose client went away before the answer.
+struct StreamGuard {
+    task: tokio::task::AbortHandle,
+    abandon: Option<Abandon>,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let Some(abandon) = self.abandon.take() else { return };
+        if abandon.done.load(std::sync::atomic::Ordering::Relaxed) {
+            abandon.disarm();
+        } else {
+            self.task.abort();
+        }
+    }
+}
+
+/// Cancels a call whose client went away before its answer, recording it as a
+/// cancellation of that request.
 struct Abandon {
     server: DemoServer,
     session: Option<Arc<Session>>,
+    id: Value,
+    /// The answer went out: nothing to cancel.
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Abandon {
+    fn disarm(mut self) {
+        self.session = None;
+    }
 }
 
 impl Drop for Abandon {
     fn drop(&mut self) {
         if let Some(session) = self.session.take() {
-            self.server.record(&session, json!({"event": "cancelled", "requestId": null, "reason": "stream closed"}));
+            let event = json!({"event": "cancelled", "requestId": self.id, "reason": "stream closed"});
+            self.server.record(&session, event);
+            self.server.count_cancelled();
             session.close();
         }
     }
+}
+
+/// `subscriptions/listen`: an SSE stream that acknowledges the filter, then carries the
+/// server's notifications the filter asks for, each tagged with the listen request's id.
+fn listen(server: &DemoServer, headers: &HeaderMap, id: &Value, params: &Value) -> Response {
+    let filter = params.get("notifications").cloned().unwrap_or_else(|| json!({}));
+    let session = Session::new(None, Transport::Http);
+    server.record_headers(&session, headers);
+    server.record(&session, json!({"event": "listen", "notifications": filter}));
+    let tag = |mut note: Value, id: &Value| {
+        if let Some(params) = note.get_mut("params").and_then(Value::as_object_mut) {
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            meta["io.modelcontextprotocol/subscriptionId"] = id.clone();
+        }
+        note
+    };
+    let ack = tag(rpc::notification("notifications/subscriptions/acknowledged", json!({"notifications": filter})), id);
+    let wants = move |note: &Value| {
+        let flag = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
+        match note["method"].as_str() {
+            Some("notifications/tools/list_changed") => flag("toolsListChanged"),
+            Some("notifications/prompts/list_changed") => flag("promptsListChanged"),
+            Some("notifications/resources/list_changed") => flag("resourcesListChanged"),
+            Some("notifications/resources/updated") => filter
+                .get("resourceSubscriptions")
+                .and_then(Value::as_array)
+                .is_some_and(|uris| uris.iter().any(|u| *u == note["params"]["uri"])),
+            _ => false,
+        }
+    };
+    let id = id.clone();
+    let notes = futures::stream::unfold(server.events(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(note) => return Some((note, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .filter(move |note| std::future::ready(wants(note)))
+    .map(move |note| tag(note, &id));
+    let events = futures::stream::once(async move { ack }).chain(notes).map(|msg| {
+        Ok::<_, std::convert::Infallible>(axum::response::sse::Event::default().event("message").data(msg.to_string()))
+    });
+    axum::response::sse::Sse::new(events).keep_alive(axum::response::sse::KeepAlive::default()).into_response()
 }
 
 /// A response with the members the era requires on its result.
