@@ -6,7 +6,7 @@
 Serves Streamable HTTP on 127.0.0.1 (port 0 unless given) at `/mcp` and prints
 `listening on http://127.0.0.1:PORT/mcp` on stdout once it accepts connections. Both eras
 are served on that one endpoint, as the SDK does: the legacy `initialize` handshake with
-sessions (2025-03-26 ... 2025-11-25) and the stateless per-request envelope of 2026-07-28.
+sessions (2024-11-05 ... 2025-11-25) and the stateless per-request envelope of 2026-07-28.
 
 It implements the tools, resources, templates, prompts and completions the conformance
 suite's server scenarios ask for (`conformance list --server`; each scenario's description
@@ -92,6 +92,9 @@ def string_args(*names: str, header: dict[str, str] | None = None) -> dict[str, 
     return {"type": "object", "properties": props, "required": list(names)}
 
 
+# `region` travels in the `Mcp-Param-Region` header too (SEP-2243).
+REGION_ARGS = string_args("region", header={"region": "Region"})
+
 TOOLS: list[types.Tool] = [
     types.Tool(name=n, description=d, input_schema=s)
     for n, d, s in [
@@ -108,7 +111,7 @@ TOOLS: list[types.Tool] = [
         ("test_elicitation_sep1034_defaults", "Elicits a form with defaults (SEP-1034)", NO_ARGS),
         ("test_elicitation_sep1330_enums", "Elicits every enum form (SEP-1330)", NO_ARGS),
         ("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", SCHEMA_2020_12),
-        ("test_header_param", "Echoes a parameter mirrored in an Mcp-Param header", string_args("region", header={"region": "Region"})),
+        ("test_header_param", "Echoes an argument mirrored in Mcp-Param-Region", REGION_ARGS),
         ("test_missing_capability", "Needs the client's sampling capability", NO_ARGS),
         ("test_streaming_elicitation", "Streams a progress notification before its result", NO_ARGS),
         ("test_logging_tool", "Logs only when the request opted in to a log level", NO_ARGS),
@@ -125,6 +128,14 @@ TOOLS: list[types.Tool] = [
     ]
 ]
 TOOL_SCHEMAS = {t.name: t.input_schema for t in TOOLS}
+
+# The handshake-era tools that ask the client mid-call.
+LEGACY_QUESTIONS = {
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+}
 
 
 def text(t: str) -> types.TextContent:
@@ -330,8 +341,9 @@ async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.Call
                 await ctx.session.report_progress(p, 100)
             return done("Tool with progress executed successfully")
         case "test_error_handling":
-            return types.CallToolResult(content=[text("This tool intentionally returns an error for testing")], is_error=True)
-        case "test_sampling" | "test_elicitation" | "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums":
+            failure = text("This tool intentionally returns an error for testing")
+            return types.CallToolResult(content=[failure], is_error=True)
+        case _ if name in LEGACY_QUESTIONS:
             return await legacy_question(ctx, name, args)
         case "json_schema_2020_12_tool":
             return done(f"JSON Schema 2020-12 tool called with: {json.dumps(args, sort_keys=True)}")
@@ -349,7 +361,7 @@ async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.Call
             await ctx.session.report_progress(50, 100)
             return done("Streaming complete")
         case "test_logging_tool":
-            await ctx.session.send_log_message("info", "Diagnostic trace", "everything", related_request_id=ctx.request_id)
+            await ctx.session.send_log_message("info", "Diagnostic", "everything", related_request_id=ctx.request_id)
             return done("Logging evaluated")
         case "test_trigger_tool_change":
             await bus.publish(ToolsListChanged())
@@ -425,10 +437,12 @@ async def legacy_question(ctx: Ctx, name: str, args: dict[str, Any]) -> types.Ca
         q: types.ServerRequest = sample(str(args.get("prompt", "")), 100)
     elif name == "test_elicitation":
         q = elicit(str(args.get("message", "")), username="string", email="string")
-    else:
-        form = defaults_form() if name == "test_elicitation_sep1034_defaults" else enum_form()
+    elif name == "test_elicitation_sep1034_defaults":
         message = "Please review and update the form fields with defaults"
-        q = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=form))
+        q = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=defaults_form()))
+    else:
+        message = "Please select options from the enum fields"
+        q = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=enum_form()))
     answers = await ask_in_session(ctx, {"answer": q})
     a = answers["answer"]
     if isinstance(a, types.ElicitResult):
@@ -521,7 +535,9 @@ def user(content: Any) -> types.PromptMessage:
     return types.PromptMessage(role="user", content=content)
 
 
-async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult | types.InputRequiredResult:
+async def get_prompt(
+    ctx: Ctx, params: types.GetPromptRequestParams
+) -> types.GetPromptResult | types.InputRequiredResult:
     args = params.arguments or {}
     match params.name:
         case "test_simple_prompt":
