@@ -200,7 +200,7 @@ async fn conformance_baseline_is_stable() {
 /// `/mcp/everything` in front of it (an HTTP upstream), once in its default run
 /// (2025-11-25: every check that passes directly must pass through seawall) and once with
 /// `--requirements 2026-07-28` (modern clients: every check that passes directly must
-/// pass through seawall, except the ones in [`KNOWN_GAPS`]). Each run gets a seawall of
+/// pass through seawall). Each run gets a seawall of
 /// its own, so calls a run leaves waiting for input cannot trip a breaker in the next.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_both_eras_through_seawall_on_the_python_server() {
@@ -225,18 +225,7 @@ async fn conformance_both_eras_through_seawall_on_the_python_server() {
     );
 
     assert!(default.lost.is_empty(), "the default run loses checks through seawall:\n{}", lines(&default.lost));
-    let unexpected: Vec<&Lost> = modern.lost.iter().filter(|l| gap(&l.key).is_none()).collect();
-    let closed: Vec<&str> =
-        KNOWN_GAPS.iter().map(|g| g.0).filter(|key| !modern.lost.iter().any(|l| l.key == *key)).collect();
-    if !closed.is_empty() {
-        println!("KNOWN_GAPS entries that passed through seawall this time (remove them once fixed): {closed:?}");
-    }
-    assert!(
-        unexpected.is_empty(),
-        "{} check(s) of 2026-07-28 pass directly but not through seawall and are not in KNOWN_GAPS:\n{}",
-        unexpected.len(),
-        unexpected.iter().map(|l| l.line.as_str()).collect::<Vec<_>>().join("\n")
-    );
+    assert!(modern.lost.is_empty(), "the 2026-07-28 run loses checks through seawall:\n{}", lines(&modern.lost));
 }
 
 const MODERN: &str = "2026-07-28";
@@ -273,11 +262,10 @@ async fn run_both(interop: &Interop, server: &PythonEverything, requirements: Op
     let passed = |c: &[ConformanceCheck]| c.iter().filter(|c| c.passed()).count();
     // Shown for failing runs, and for passing ones with `bash tests/run --test interop -- --nocapture`.
     println!(
-        "conformance {label}: passed directly {}, through seawall {}, lost {} ({} allowed); direct: {}; through: {}",
+        "conformance {label}: passed directly {}, through seawall {}, lost {}; direct: {}; through: {}",
         passed(&direct),
         passed(&through),
         lost.len(),
-        lost.iter().filter(|l| gap(&l.key).is_some()).count(),
         tally(&direct),
         tally(&through)
     );
@@ -286,8 +274,7 @@ async fn run_both(interop: &Interop, server: &PythonEverything, requirements: Op
     };
     let (d, t) = (by_key(&direct), by_key(&through));
     for l in &lost {
-        let why = gap(&l.key).map_or("NOT A KNOWN GAP".to_owned(), |reason| format!("known gap: {reason}"));
-        println!("lost {label}:{}\n    ({why})", l.line);
+        println!("lost {label}:{}", l.line);
         println!("    direct:  {}", wire(d.get(&l.key)));
         println!("    through: {}", wire(t.get(&l.key)));
     }
@@ -311,98 +298,6 @@ fn wire(check: Option<&ConformanceCheck>) -> String {
         None => text,
     }
 }
-
-fn gap(key: &str) -> Option<&'static str> {
-    KNOWN_GAPS.iter().find(|g| g.0 == key).map(|g| g.1)
-}
-
-/// Checks of `--requirements 2026-07-28` that pass directly against the Python server but
-/// not yet through seawall, each with its cause. seawall does not speak the modern era to
-/// upstreams: it bridges modern clients onto a legacy session of the upstream, so what
-/// only a modern upstream can say (its own `input_required` keys and `requestState`,
-/// several questions in one round, `subscriptions/listen`) is an expected gap; the
-/// entries marked "seawall:" are defects of the bridge. (The upstream's caching hints are
-/// lost too, replaced by seawall's `ttlMs: 0`, `cacheScope: "private"`, but the suite
-/// only checks that hints are present.) An entry that starts passing is printed by the
-/// test: remove it then.
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    // --- the upstream speaks the legacy era --------------------------------------------
-    (
-        "input-required-result-basic-elicitation/sep-2322-elicitation-incomplete",
-        "the inputRequests key is seawall's (the relayed request's id, `seawall-N`), not the upstream's `user_name`",
-    ),
-    (
-        "input-required-result-basic-elicitation/sep-2322-elicitation-complete",
-        "not reached: its first round failed (above)",
-    ),
-    (
-        "input-required-result-multiple-input-requests/sep-2322-multiple-inputs-incomplete",
-        "the legacy upstream asks its three questions as three server requests; seawall answers input_required \
-         with those already queued when the first arrives, i.e. one",
-    ),
-    (
-        "input-required-result-multiple-input-requests/sep-2322-multiple-inputs-complete",
-        "not reached: its first round failed (above)",
-    ),
-    (
-        "input-required-result-ignore-extra-params/sep-2322-ignore-unexpected-params",
-        "inputResponses without a requestState: only the upstream that chose the keys could read them; seawall \
-         starts a fresh upstream call, which asks again",
-    ),
-    (
-        "server-stateless/sep-2575-server-sends-subscription-ack",
-        "subscriptions/listen is answered -32601 while discover advertises resources.subscribe",
-    ),
-    ("server-stateless/sep-2575-server-tags-subscription-id", "subscriptions/listen is answered -32601"),
-    ("server-stateless/sep-2575-server-honors-notification-filter", "subscriptions/listen is answered -32601"),
-    (
-        "server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription",
-        "SKIPPED: discover does not declare prompts.listChanged (the legacy upstream session does not)",
-    ),
-    (
-        "server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription",
-        "SKIPPED: discover does not declare tools.listChanged (the legacy upstream session does not)",
-    ),
-    // --- seawall: defects of the bridge ---------------------------------------------------
-    (
-        "server-stateless/sep-2575-request-meta-client-info-optional",
-        "seawall: a context whose envelope has no clientInfo initializes the upstream with `clientInfo: null`, \
-         which it refuses; the request is answered -32010",
-    ),
-    (
-        "server-stateless/sep-2575-server-rejects-undeclared-capability",
-        "seawall: the upstream's -32021 (missing client capability) is rewritten into an isError result",
-    ),
-    (
-        "server-stateless/sep-2575-missing-capability-http-400",
-        "seawall: no -32021 reaches the client (above), so no HTTP 400",
-    ),
-    (
-        "server-stateless/sep-2575-http-server-method-not-found-404",
-        "seawall: the upstream's -32601 for an unknown method is answered over SSE (HTTP 200) because the upstream \
-         answered over SSE; a JSON answer would carry 404",
-    ),
-    (
-        "server-stateless/sep-2575-server-no-log-without-loglevel",
-        "seawall: the legacy upstream session's notifications/message is relayed to a request that did not opt in \
-         with _meta logLevel",
-    ),
-    (
-        "sep-2164-resource-not-found/sep-2164-error-code",
-        "seawall: the legacy upstream's -32002 reaches the modern client unchanged; 2026-07-28 says -32602",
-    ),
-    // --- seawall: Mcp-Param-* headers are not validated (a pending scenario, not scored) --
-    ("http-custom-header-server-validation/sep-2243-server-reject-invalid-param-chars", MCP_PARAM),
-    ("http-custom-header-server-validation/sep-2243-server-reject-invalid-param-chars#2", MCP_PARAM),
-    ("http-custom-header-server-validation/sep-2243-server-reject-param-mismatch", MCP_PARAM),
-    ("http-custom-header-server-validation/sep-2243-server-reject-param-mismatch#2", MCP_PARAM),
-    ("http-custom-header-server-validation/sep-2243-server-reject-param-mismatch#3", MCP_PARAM),
-    ("http-custom-header-server-validation/sep-2243-server-validate-param-match#3", MCP_PARAM),
-];
-
-const MCP_PARAM: &str = "seawall: Mcp-Param-* headers are not checked against the tool's x-mcp-header arguments (a \
-                         malformed base64 value, a mismatch or a missing header is served); the legacy upstream \
-                         cannot check them";
 
 /// How `other` compares with `base`, check by check.
 #[derive(Debug, Default)]

@@ -165,7 +165,7 @@ async fn the_ladder_answers_each_fault_with_its_code_and_status() {
     assert_eq!((future.status, code_of(&future)), (400, -32022), "{}", future.raw);
     assert_eq!(future.error()["data"], json!({"supported": [VERSION], "requested": "2099-01-01"}));
 
-    for removed in ["ping", "initialize", "logging/setLevel", "resources/subscribe", "tasks/get"] {
+    for removed in ["ping", "initialize", "logging/setLevel", "resources/subscribe"] {
         let reply = send(&gw.url, json!(5), removed, json!({}), &[]).await;
         assert_eq!((reply.status, code_of(&reply)), (404, -32601), "{removed}: {}", reply.raw);
     }
@@ -246,4 +246,73 @@ async fn closing_the_response_stream_cancels_the_call_upstream() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(cancelled["requestId"].is_number() || cancelled["requestId"].is_string(), "{cancelled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_listen_acknowledges_and_relays_what_the_filter_asks_for() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&gateway_yaml(&remote.url)).await;
+
+    for (scope, echo) in [(gw.upstream_url("remote"), "echo"), (gw.url.clone(), "demo__echo")] {
+        let params = with_envelope(
+            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["demo://readme"]}}),
+            // The same envelope as `send`'s: the same context, so the same upstream sessions.
+            json!({"sampling": {}}),
+        );
+        let body = json!({"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen", "params": params});
+        let resp = reqwest::Client::new()
+            .post(&scope)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("listen");
+        assert_eq!(resp.status().as_u16(), 200, "{scope}");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let reader = tokio::spawn(async move {
+            let mut events =
+                Box::pin(seawall::sse::decode_stream(futures::StreamExt::boxed(resp.bytes_stream()), 1 << 20));
+            while let Some(Ok(ev)) = futures::StreamExt::next(&mut events).await {
+                if let Ok(v) = serde_json::from_str::<Value>(&ev.data)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let ack = next(&mut rx).await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{scope}: {ack}");
+        assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!(["demo://readme"]));
+        assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1");
+
+        let touched =
+            send(&scope, json!(2), "tools/call", json!({"name": echo, "arguments": {"message": "touch"}}), &[]).await;
+        assert_eq!(touched.result()["content"][0]["text"], "touch", "{}", touched.raw);
+        let updated = next(&mut rx).await;
+        assert_eq!(updated["method"], "notifications/resources/updated", "{scope}: {updated}");
+        assert_eq!(updated["params"]["uri"], "demo://readme");
+        assert_eq!(updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1");
+        reader.abort();
+    }
+
+    let json_only = Client::new(&gw.url)
+        .post_raw(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                   "params": with_envelope(json!({"notifications": {}}), json!({}))})
+            .to_string(),
+            &[
+                ("mcp-protocol-version", VERSION),
+                ("mcp-method", "subscriptions/listen"),
+                ("accept", "application/json"),
+            ],
+        )
+        .await;
+    assert_eq!(json_only.status, 406, "a listen answer is a stream: {}", json_only.raw);
+}
+
+async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a message").expect("open")
 }

@@ -1,6 +1,7 @@
 //! seawall speaking the modern era (2026-07-28) to HTTP upstreams, through the real
-//! binary: `protocol: auto` finds each upstream's era (the demo upstream speaks both;
-//! `--legacy-only` makes it a 2025-11-25 server) and remembers it, a legacy client's
+//! binary: `protocol: auto` serves each client in its own era where the upstream speaks
+//! it (the demo upstream speaks both; `--legacy-only` makes it a 2025-11-25 server) and
+//! remembers an era refused, a legacy client's
 //! session runs on a stateless upstream (ping answered by seawall, subscriptions and its
 //! GET stream served by `subscriptions/listen`), and `protocol: modern` in front of a
 //! legacy-only server finds it unavailable.
@@ -27,35 +28,62 @@ fn count(demo: &DemoUpstream, method: &str) -> usize {
     demo.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == method).count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_finds_each_upstreams_era_and_remembers_it() {
-    let new = DemoUpstream::start(true, &[]).await;
-    let old = DemoUpstream::start(true, &["--legacy-only"]).await;
-    let mut gw = Seawall::start(&yaml(&[("new", &new.url, "auto"), ("old", &old.url, "auto")])).await;
+/// A modern request to `url` (the envelope, and the headers an SDK sends).
+async fn modern(url: &str, id: u64, method: &str, mut params: Value) -> mcp_client::Reply {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let mut headers = vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)];
+    if let Some(name) = &name {
+        headers.push(("mcp-name", name));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    Client::new(url).post_raw(body, &headers).await
+}
 
-    for round in 0..3 {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_serves_each_client_in_its_own_era_when_it_can_and_remembers_a_refusal() {
+    let both = DemoUpstream::start(true, &[]).await;
+    let old = DemoUpstream::start(true, &["--legacy-only"]).await;
+    let mut gw = Seawall::start(&yaml(&[("both", &both.url, "auto"), ("old", &old.url, "auto")])).await;
+
+    // Legacy clients: the session era on both upstreams, nothing bridged.
+    for round in 0..2 {
         let c = Client::connect(&gw.url, json!({})).await;
-        for upstream in ["new", "old"] {
+        for upstream in ["both", "old"] {
             let echoed = c.call_tool(1, &format!("{upstream}__echo"), json!({"message": upstream})).await;
             assert_eq!(echoed["content"][0]["text"], upstream, "round {round}: {echoed}");
-            assert!(echoed.get("resultType").is_none(), "a legacy client reads a legacy result: {echoed}");
         }
         assert_eq!(c.delete().await, 200);
     }
-    assert_eq!(count(&new, "initialize"), 0, "the modern upstream is never initialised");
-    assert_eq!(count(&new, "server/discover"), 3, "one discover per client session");
-    assert_eq!(count(&old, "initialize"), 3, "the legacy upstream keeps its handshake");
+    assert_eq!((count(&both, "initialize"), count(&both, "server/discover")), (2, 0));
+    assert_eq!(count(&old, "initialize"), 2);
+
+    // Modern clients: the modern era where it is spoken, the legacy one behind seawall's
+    // bridge where it is refused (found once, then remembered).
+    for (i, scope) in ["both", "old", "old"].iter().enumerate() {
+        let url = gw.upstream_url(scope);
+        let echoed = modern(&url, i as u64, "tools/call", json!({"name": "echo", "arguments": {"message": "m"}})).await;
+        assert_eq!(echoed.result()["content"][0]["text"], "m", "{scope}: {}", echoed.raw);
+    }
+    assert_eq!(count(&both, "server/discover"), 1, "one context on /mcp/both");
+    assert_eq!(count(&both, "initialize"), 2, "no legacy session for the modern client");
+    assert_eq!(count(&old, "initialize"), 3, "one context on /mcp/old, bridged onto a legacy session");
 
     gw.stop(Duration::from_secs(5)).await;
     let log = gw.proc.output();
-    let found = |upstream: &str, era: &str| {
+    let lines = |upstream: &str| {
         log.lines()
             .filter(|l| l.contains("upstream protocol era") && l.contains(&format!("upstream={upstream}")))
-            .filter(|l| l.contains(era))
-            .count()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
     };
-    assert_eq!(found("new", "modern"), 1, "found once and remembered:\n{log}");
-    assert_eq!(found("old", "legacy"), 1, "found once and remembered:\n{log}");
+    assert!(lines("both").is_empty(), "nothing refused, nothing to remember:\n{log}");
+    let old_lines = lines("old");
+    assert!(old_lines.len() == 1 && old_lines[0].contains("legacy only"), "{old_lines:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

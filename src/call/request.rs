@@ -45,6 +45,9 @@ pub struct UpstreamCall {
     pub endpoint: Option<u16>,
     /// When this attempt must be over, set by the attempt layer.
     pub attempt_deadline: Option<Instant>,
+    /// Extra HTTP headers of the request (`Mcp-Param-*` for a modern upstream); links
+    /// that have no headers ignore them.
+    pub headers: Arc<[(String, String)]>,
 }
 
 impl std::fmt::Debug for UpstreamCall {

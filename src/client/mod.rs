@@ -43,6 +43,10 @@ pub struct ClientRequest {
     pub cancel: CancellationToken,
     /// Who is calling, when clients authenticate (the session's principal).
     pub principal: Option<Arc<Principal>>,
+    /// A modern-era client's `Mcp-Param-*` headers (lowercase names, in the order
+    /// received): checked against the arguments of its `tools/call`, the undeclared ones
+    /// forwarded. `None` for clients of other transports and eras.
+    pub param_headers: Option<Arc<[(String, String)]>>,
 }
 
 impl ClientRequest {
@@ -73,6 +77,7 @@ impl ClientRequest {
             principal,
             related,
             cancel: CancellationToken::new(),
+            param_headers: None,
         }
     }
 }

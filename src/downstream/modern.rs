@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::refusal::Refusal;
 use super::streamable_http::{Cx, Final, accepted, accepts, is_json, json_or_stream, json_response, read_body};
-use crate::gateway::ModernAnswer;
+use crate::gateway::{ModernAnswer, ModernRequest};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp::{self, modern};
 use crate::session::Scope;
@@ -35,6 +35,15 @@ fn single<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<Option<&'h s
         return Err(name);
     }
     Ok(first.and_then(|v| v.to_str().ok()))
+}
+
+/// The request's `Mcp-Param-*` headers, lowercase names, in order (repeats kept).
+fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with(modern::PARAM_HEADER_PREFIX))
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect()
 }
 
 fn answer(a: ModernAnswer) -> Final {
@@ -104,6 +113,9 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
         Err(rejection) => return rejected(Some(&req.id), rejection),
     };
 
+    if req.method == modern::LISTEN {
+        return listen(cx, scope, envelope, req, accept.sse).await;
+    }
     let (out_tx, out_rx) = mpsc::channel::<String>(64);
     let abandoned = CancellationToken::new();
     let guard = abandoned.clone().drop_guard();
@@ -111,8 +123,22 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     let principal = cx.principal.clone();
     let id = req.id.clone();
     let out = accept.sse.then_some(out_tx);
-    let run = async move { answer(gateway.handle_modern(scope, principal, envelope, req, out, abandoned).await) };
+    let request = ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers) };
+    let run = async move { answer(gateway.handle_modern(request, out, abandoned).await) };
     json_or_stream(run, out_rx, id, Some(guard)).await
+}
+
+/// `subscriptions/listen`: its answer is the stream (406 when the client does not take
+/// SSE), kept alive with comments and ended when the gateway stops.
+async fn listen(cx: &Cx<'_>, scope: Scope, envelope: modern::Envelope, req: jsonrpc::Request, sse: bool) -> Response {
+    if !sse {
+        return cx.refuse(Refusal::NotAcceptable { stream: true }, Some(&req.id));
+    }
+    let gateway = std::sync::Arc::clone(&cx.st.gateway);
+    match gateway.listen(scope, cx.principal.clone(), envelope, req).await {
+        Ok(messages) => super::streamable_http::long_stream(messages, cx.st.closing.clone()),
+        Err(answer) => json_response(answer.status, answer.body),
+    }
 }
 
 /// A notification POST: acknowledged (202) and dropped — the era defines no client

@@ -481,6 +481,27 @@ fn sse_response(messages: impl Stream<Item = String> + Send + 'static) -> Respon
     sse_headers(Response::new(Body::from_stream(body)))
 }
 
+/// A long-lived SSE stream of `messages`, kept alive with comments, ended with the
+/// gateway (`closing`) or when `messages` ends.
+pub(super) fn long_stream(
+    messages: impl Stream<Item = String> + Send + 'static,
+    closing: CancellationToken,
+) -> Response {
+    // `None` marks the end of the messages: the stream ends there, keep-alives too.
+    let events = messages.map(|m| Some(sse::encode_message(&m, None))).chain(futures::stream::once(async { None }));
+    let keep_alive = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(KEEP_ALIVE).await;
+        Some((Some(Bytes::from_static(b": keep-alive\n\n")), ()))
+    });
+    let end = async move { closing.cancelled().await };
+    let body = futures::stream::select(events, keep_alive)
+        .take_while(|item| futures::future::ready(item.is_some()))
+        .filter_map(futures::future::ready)
+        .take_until(Box::pin(end))
+        .map(Ok::<_, Infallible>);
+    sse_headers(Response::new(Body::from_stream(body)))
+}
+
 fn sse_headers(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

@@ -1,5 +1,5 @@
 //! Upstream errors whose code describes the client's request (-32600, -32601, -32602,
-//! -32002, -32800, -32042) keep their code; this file decides what of their message and
+//! -32002, -32800, -32042, -32021) keep their code; this file decides what of their message and
 //! `data` the client gets. Nothing passes as the upstream wrote it:
 //!
 //! - the message is sanitised (`[url]`, `[path]`, `[redacted]` …), or for -32002 about the
@@ -11,6 +11,8 @@
 //!   client needs to go on, `elicitations: [{mode: "url", elicitationId, url, message}]`.
 //!   The URL and the id are escaped but not masked (the client must open that URL and
 //!   match that id); the message is sanitised; every other field is dropped;
+//! - -32021 (missing client capability, MCP 2026-07-28): `data.requiredCapabilities`,
+//!   sanitised;
 //! - any other code: `data` is sanitised and bounded, under `data.upstream`.
 //!
 //! Every answer carries `data.correlationId`; the raw error is logged beside it.
@@ -51,6 +53,20 @@ pub(super) fn answer(
         }
         (code::URL_ELICITATION_REQUIRED, _) => {
             out.insert("elicitations".into(), Value::Array(elicitations(data)));
+        }
+        // The modern era's resource-not-found (-32602) names the URI the client asked for.
+        (code::INVALID_PARAMS, Some(data))
+            if asked_uri.is_some() && data.get("uri").and_then(Value::as_str) == asked_uri =>
+        {
+            if let Some(asked) = asked_uri {
+                out.insert("uri".into(), Value::String(sanitize::quote(asked, TEXT_CAP)));
+            }
+        }
+        // The client must learn which capabilities to declare.
+        (code::MISSING_CLIENT_CAPABILITY, Some(data)) => {
+            if let Some(required) = data.get("requiredCapabilities") {
+                out.insert("requiredCapabilities".into(), sanitize::sanitize_json(required, TEXT_CAP));
+            }
         }
         (_, Some(data)) => {
             out.insert("upstream".into(), sanitize::sanitize_json(data, TEXT_CAP));
@@ -145,6 +161,17 @@ mod tests {
         assert_eq!(out["elicitations"][0]["elicitationId"], "\\xc3\\xa9");
         let (_, empty) = answer(code::URL_ELICITATION_REQUIRED, None, Some(&json!("raw")), None, "c");
         assert_eq!(empty, json!({"elicitations": [], "correlationId": "c"}));
+    }
+
+    #[test]
+    fn the_modern_not_found_and_missing_capability_keep_what_the_client_needs() {
+        let data = json!({"uri": "test://gone", "trace": "/home/deploy/x"});
+        let (_, out) = answer(code::INVALID_PARAMS, Some("Resource not found"), Some(&data), Some("test://gone"), "c");
+        assert_eq!(out["uri"], "test://gone");
+        assert!(out.get("upstream").is_none(), "{out}");
+        let data = json!({"requiredCapabilities": {"sampling": {}}});
+        let (_, out) = answer(code::MISSING_CLIENT_CAPABILITY, Some("needs sampling"), Some(&data), None, "c");
+        assert_eq!(out["requiredCapabilities"], json!({"sampling": {}}));
     }
 
     #[test]

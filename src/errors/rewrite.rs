@@ -38,6 +38,7 @@ const CLIENT_FAULTS: &[i64] = &[
     code::RESOURCE_NOT_FOUND,
     code::REQUEST_CANCELLED,
     code::URL_ELICITATION_REQUIRED,
+    code::MISSING_CLIENT_CAPABILITY,
 ];
 
 /// Turns failures and upstream errors into answers.

@@ -22,7 +22,7 @@ use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::upstream::registry::Upstreams;
 
 pub use initialize::InitError;
-pub(crate) use modern::ModernAnswer;
+pub(crate) use modern::{ModernAnswer, ModernRequest};
 
 /// The gateway core.
 pub struct Gateway {
@@ -87,6 +87,17 @@ impl Gateway {
         req: Request,
         out: Option<mpsc::Sender<String>>,
     ) -> Answered {
+        self.answer_request_with(session, req, out, None).await
+    }
+
+    /// [`Gateway::answer_request`] for a modern client that sent `Mcp-Param-*` headers.
+    pub(crate) async fn answer_request_with(
+        &self,
+        session: &Arc<Session>,
+        req: Request,
+        out: Option<mpsc::Sender<String>>,
+        param_headers: Option<Arc<[(String, String)]>>,
+    ) -> Answered {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
@@ -97,7 +108,7 @@ impl Gateway {
         if let Some(p) = &progress {
             params = meta::with_progress_token(params.as_deref(), &p.upstream).or(params);
         }
-        let request = ClientRequest::new(
+        let mut request = ClientRequest::new(
             Arc::clone(session),
             req.id.clone(),
             &req.method,
@@ -105,6 +116,7 @@ impl Gateway {
             progress.as_ref().map(|p| p.upstream.clone()),
             related_tx,
         );
+        request.param_headers = param_headers;
         let answered = {
             let answering = self.client.clone().oneshot(request);
             tokio::pin!(answering);

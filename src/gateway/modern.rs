@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::StreamExt as _;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -27,7 +28,7 @@ use crate::call::GatewayError;
 use crate::client::{Answered, HttpHint};
 use crate::jsonrpc::{self, Id, Message, Request, code};
 use crate::mcp::modern::{self, Envelope};
-use crate::mcp::{self as mcp_era, meta};
+use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
 use crate::session::{Scope, Session, Slot};
 
@@ -35,6 +36,9 @@ use crate::session::{Scope, Session, Slot};
 #[derive(Default)]
 pub(super) struct Contexts {
     by_key: Mutex<HashMap<String, Arc<Session>>>,
+    /// Resource subscriptions made upstream for contexts (`context \0 uri`), counted by
+    /// the listen streams that asked for them.
+    subscribed: Mutex<HashMap<String, usize>>,
     /// Calls waiting for the client's input, by `requestState`.
     parked: Arc<Mutex<HashMap<String, Call>>>,
 }
@@ -58,8 +62,13 @@ struct Call {
 /// The start of every `requestState` seawall mints.
 const STATE_PREFIX: &str = "seawall.";
 
-/// How long a call waits for the client's `inputResponses`.
-const PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a call waits for the client's `inputResponses`; then it is cancelled (a
+/// client that never retries is not the upstream's fault, so no breaker counts it). Short
+/// of the default `tool_call` timeout, so the call's own deadline does not end it first.
+const PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long further input requests of one round are waited for after the first.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// Related messages buffered per call.
 const EVENTS: usize = 64;
@@ -111,6 +120,20 @@ impl Contexts {
     }
 }
 
+/// One modern request as the transport read it.
+pub(crate) struct ModernRequest {
+    /// The endpoint it came to.
+    pub(crate) scope: Scope,
+    /// Who sent it, when clients authenticate.
+    pub(crate) principal: Option<Arc<Principal>>,
+    /// Its envelope, past the ladder.
+    pub(crate) envelope: Envelope,
+    /// The request.
+    pub(crate) req: Request,
+    /// Its `Mcp-Param-*` headers (lowercase names, in order).
+    pub(crate) param_headers: Vec<(String, String)>,
+}
+
 /// The answer to one modern request.
 #[derive(Debug)]
 pub(crate) struct ModernAnswer {
@@ -141,6 +164,132 @@ impl ModernAnswer {
         };
         ModernAnswer { body: jsonrpc::encode_reply(Some(id), reply), status, retry_after: hint.map(|h| h.retry_after) }
     }
+}
+
+/// The messages of one `subscriptions/listen` stream.
+pub(crate) type ListenStream = std::pin::Pin<Box<dyn futures::Stream<Item = String> + Send>>;
+
+#[derive(serde::Deserialize)]
+struct ListenParams {
+    notifications: Value,
+}
+
+/// The first message of a `subscriptions/listen` stream.
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// `notifications/resources/updated`.
+const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+/// Filter keys and the list changes they select.
+const TOOLS_CHANGED: (&str, &str) = ("toolsListChanged", "notifications/tools/list_changed");
+const PROMPTS_CHANGED: (&str, &str) = ("promptsListChanged", "notifications/prompts/list_changed");
+const RESOURCES_CHANGED: (&str, &str) = ("resourcesListChanged", "notifications/resources/list_changed");
+
+/// A notification tagged with the listen request's id.
+fn tagged(method_name: &str, params: &Value, subscription: &Value) -> String {
+    let mut params = params.as_object().cloned().unwrap_or_default();
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Value::Object(meta) = meta {
+        meta.insert("io.modelcontextprotocol/subscriptionId".into(), subscription.clone());
+    }
+    jsonrpc::encode_notification(method_name, Some(&jsonrpc::to_raw(&params)))
+}
+
+/// Withdraws a listen stream's resource subscriptions when it closes.
+struct Unsubscribe {
+    gateway: Arc<Gateway>,
+    session: Arc<Session>,
+    context: String,
+    uris: Vec<String>,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        let mut last = Vec::new();
+        {
+            let mut counts = self.gateway.contexts.subscribed.lock();
+            for uri in self.uris.drain(..) {
+                let key = format!("{}\u{0}{uri}", self.context);
+                if let Some(n) = counts.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        counts.remove(&key);
+                        last.push(uri);
+                    }
+                }
+            }
+        }
+        if last.is_empty() || self.session.ended().is_cancelled() {
+            return;
+        }
+        let (gateway, session) = (Arc::clone(&self.gateway), Arc::clone(&self.session));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for uri in last {
+                    let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+                    let params = jsonrpc::to_raw(&json!({ "uri": uri }));
+                    let req =
+                        Request { id: internal, method: method::RESOURCES_UNSUBSCRIBE.into(), params: Some(params) };
+                    let _ = gateway.answer_request(&session, req, None).await;
+                }
+            });
+        }
+    }
+}
+
+/// Where a modern request's related messages go: its own stream, without the markers
+/// that only ask for one, and without log messages the request did not opt in to
+/// (`_meta["io.modelcontextprotocol/logLevel"]`; none without it).
+struct Relay {
+    out: Option<mpsc::Sender<String>>,
+    log_level: Option<usize>,
+}
+
+impl Relay {
+    async fn send(&self, message: String) {
+        let Some(out) = &self.out else { return };
+        if message.is_empty() {
+            return;
+        }
+        if let Ok(Message::Notification(n)) = jsonrpc::decode(&message)
+            && n.method == LOG_MESSAGE
+        {
+            #[derive(serde::Deserialize)]
+            struct Level {
+                level: String,
+            }
+            let level = jsonrpc::view::<Level>(n.params.as_deref()).and_then(|l| level_rank(&l.level));
+            if !matches!((level, self.log_level), (Some(level), Some(wanted)) if level >= wanted) {
+                return;
+            }
+        }
+        let _ = out.send(message).await;
+    }
+}
+
+/// `notifications/message`.
+const LOG_MESSAGE: &str = "notifications/message";
+
+/// Syslog severities, least severe first.
+const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+fn level_rank(level: &str) -> Option<usize> {
+    LEVELS.iter().position(|l| *l == level)
+}
+
+/// The log level a request opted in to, if any.
+fn requested_log_level(params: Option<&RawValue>) -> Option<usize> {
+    let map = jsonrpc::view::<Map<String, Value>>(params)?;
+    level_rank(map.get("_meta")?.get(modern::LOG_LEVEL_KEY)?.as_str()?)
+}
+
+/// An error as the modern era words it: resource-not-found is -32602 there (the
+/// legacy -32002 is still what legacy clients get).
+fn modern_error(error: Box<RawValue>) -> Box<RawValue> {
+    if error_code(&error) != code::RESOURCE_NOT_FOUND {
+        return error;
+    }
+    let mut map = jsonrpc::view::<Map<String, Value>>(Some(&error)).unwrap_or_default();
+    map.insert("code".into(), json!(code::INVALID_PARAMS));
+    jsonrpc::to_raw(&map)
 }
 
 /// The members of a retry the upstream call does not see.
@@ -195,15 +344,14 @@ impl Gateway {
     /// cancelled.
     pub(crate) async fn handle_modern(
         self: Arc<Self>,
-        scope: Scope,
-        principal: Option<Arc<Principal>>,
-        envelope: Envelope,
-        req: Request,
+        request: ModernRequest,
         out: Option<mpsc::Sender<String>>,
         abandoned: CancellationToken,
     ) -> ModernAnswer {
+        let ModernRequest { scope, principal, envelope, req, param_headers } = request;
         let id = req.id.clone();
-        if modern::is_removed(&req.method) || req.method == modern::LISTEN {
+        let log_level = requested_log_level(req.params.as_deref());
+        if modern::is_removed(&req.method) {
             return ModernAnswer::error(Some(&id), code::METHOD_NOT_FOUND, "Method not found", None);
         }
         let (session, context) = match self.context(scope, principal, &envelope).await {
@@ -234,13 +382,125 @@ impl Gateway {
                     return ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None);
                 }
             },
-            None => self.start(&session, context, req),
+            None => self.start(&session, context, req, param_headers),
         };
-        self.drive(call, &id, out, abandoned).await
+        self.drive(call, &id, Relay { out, log_level }, abandoned).await
+    }
+
+    /// Opens a `subscriptions/listen` stream: its acknowledgement (the filter as
+    /// honoured), then every list change of the context's upstreams and every update of
+    /// the subscribed resources the filter asks for, each tagged with the listen
+    /// request's id under `_meta["io.modelcontextprotocol/subscriptionId"]`. Resource
+    /// subscriptions are made upstream for the context, counted, and withdrawn when the
+    /// last stream that asked for one closes. `Err`: the request's answer instead.
+    pub(crate) async fn listen(
+        self: Arc<Self>,
+        scope: Scope,
+        principal: Option<Arc<Principal>>,
+        envelope: Envelope,
+        req: Request,
+    ) -> Result<ListenStream, ModernAnswer> {
+        let id = req.id.clone();
+        let filter = jsonrpc::view::<ListenParams>(req.params.as_deref()).map(|p| p.notifications);
+        let Some(Value::Object(filter)) = filter else {
+            let message = "Invalid params: subscriptions/listen needs params.notifications (an object)";
+            return Err(ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None));
+        };
+        let (session, context) = match self.context(scope, principal, &envelope).await {
+            Ok(found) => found,
+            Err(error) => {
+                let reply = self.rewriter().failure(&error, None);
+                return Err(ModernAnswer::of(&id, &reply, HttpHint::of(&error)));
+            }
+        };
+        let flag = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
+        let wanted = [TOOLS_CHANGED, PROMPTS_CHANGED, RESOURCES_CHANGED]
+            .into_iter()
+            .filter(|(key, _)| flag(key))
+            .collect::<Vec<_>>();
+        let asked: Vec<String> = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|uris| uris.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let mut subscribed = Vec::new();
+        for uri in asked {
+            if self.subscribe(&session, &context, &uri).await {
+                subscribed.push(uri);
+            }
+        }
+        let mut honoured = Map::new();
+        for (key, _) in &wanted {
+            honoured.insert((*key).to_owned(), json!(true));
+        }
+        if !subscribed.is_empty() {
+            honoured.insert("resourceSubscriptions".into(), json!(subscribed));
+        }
+        let rx = session.listen();
+        session.open_upstream_streams().await;
+        let session_ended = session.ended();
+        let tag = id.to_value();
+        let ack = tagged(ACKNOWLEDGED, &json!({"notifications": honoured}), &tag);
+        let methods: Vec<&'static str> = wanted.iter().map(|(_, m)| *m).collect();
+        let guard = Unsubscribe { gateway: Arc::clone(&self), session, context, uris: subscribed.clone() };
+        let notes = futures::stream::unfold((rx, guard), move |(mut rx, guard)| {
+            let methods = methods.clone();
+            let uris = subscribed.clone();
+            let tag = tag.clone();
+            async move {
+                loop {
+                    let message = match rx.recv().await {
+                        Ok(message) => message,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::debug!(lost = n, "a subscriptions/listen stream lagged");
+                            continue;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    };
+                    let Ok(Message::Notification(n)) = jsonrpc::decode(&message) else { continue };
+                    let params = jsonrpc::view::<Value>(n.params.as_deref()).unwrap_or_else(|| json!({}));
+                    let wanted = methods.contains(&n.method.as_str())
+                        || (n.method == RESOURCE_UPDATED
+                            && params.get("uri").and_then(Value::as_str).is_some_and(|u| uris.iter().any(|w| w == u)));
+                    if wanted {
+                        return Some((tagged(&n.method, &params, &tag), (rx, guard)));
+                    }
+                }
+            }
+        });
+        // The stream ends with its context (idle expiry does not take a listened one;
+        // shutdown does).
+        let ended = session_ended;
+        let until = async move { ended.cancelled().await };
+        Ok(Box::pin(futures::stream::once(async move { ack }).chain(notes).take_until(Box::pin(until))))
+    }
+
+    /// Subscribes the context to `uri` upstream, unless it already is (counted).
+    async fn subscribe(&self, session: &Arc<Session>, context: &str, uri: &str) -> bool {
+        let key = format!("{context}\u{0}{uri}");
+        if let Some(n) = self.contexts.subscribed.lock().get_mut(&key) {
+            *n += 1;
+            return true;
+        }
+        let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+        let params = jsonrpc::to_raw(&json!({ "uri": uri }));
+        let req = Request { id: internal, method: method::RESOURCES_SUBSCRIBE.into(), params: Some(params) };
+        let answered = self.answer_request(session, req, None).await;
+        if answered.reply.is_err() {
+            return false;
+        }
+        *self.contexts.subscribed.lock().entry(key).or_insert(0) += 1;
+        true
     }
 
     /// Starts a request in its own task, under an id of seawall's own.
-    fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request) -> Call {
+    fn start(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        context: String,
+        req: Request,
+        param_headers: Vec<(String, String)>,
+    ) -> Call {
         let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
         let method = req.method.clone();
         let params = modern::strip_envelope(req.params);
@@ -250,7 +510,8 @@ impl Gateway {
         let gateway = Arc::clone(self);
         let task_session = Arc::clone(session);
         tokio::spawn(async move {
-            let answered = gateway.answer_request(&task_session, inner, Some(events_tx)).await;
+            let headers = Some(Arc::from(param_headers));
+            let answered = gateway.answer_request_with(&task_session, inner, Some(events_tx), headers).await;
             let _ = answer_tx.send(answered);
         });
         Call { session: Arc::clone(session), context, internal, method, events, answer }
@@ -259,13 +520,7 @@ impl Gateway {
     /// Follows a running call until it answers (then the client's request is answered
     /// with it) or asks the client for input (then the call is parked and the client
     /// gets `input_required`). Related notifications go to `out`.
-    async fn drive(
-        &self,
-        mut call: Call,
-        id: &Id,
-        out: Option<mpsc::Sender<String>>,
-        abandoned: CancellationToken,
-    ) -> ModernAnswer {
+    async fn drive(&self, mut call: Call, id: &Id, out: Relay, abandoned: CancellationToken) -> ModernAnswer {
         loop {
             tokio::select! {
                 biased;
@@ -273,22 +528,25 @@ impl Gateway {
                     let Ok(answered) = answered else {
                         return ModernAnswer::error(Some(id), code::INTERNAL_ERROR, "Internal error", None);
                     };
-                    let reply = answered.reply.map(|result| modern::stamp_result(&call.method, result));
+                    let reply = match answered.reply {
+                        Ok(result) => Ok(modern::stamp_result(&call.method, result)),
+                        Err(error) => Err(modern_error(error)),
+                    };
                     return ModernAnswer::of(id, &reply, answered.http);
                 }
                 Some(message) = call.events.recv() => {
                     let Some(first) = input_request(&message) else {
-                        if let Some(out) = &out {
-                            let _ = out.send(message).await;
-                        }
+                        out.send(message).await;
                         continue;
                     };
                     let mut requests = Map::new();
                     requests.insert(first.0, first.1);
-                    while let Ok(next) = call.events.try_recv() {
+                    // An upstream asks its questions of one round one after another:
+                    // gather those that follow at once.
+                    while let Ok(Some(next)) = tokio::time::timeout(GATHER, call.events.recv()).await {
                         match input_request(&next) {
                             Some((key, request)) => { requests.insert(key, request); }
-                            None => if let Some(out) = &out { let _ = out.send(next).await; },
+                            None => out.send(next).await,
                         }
                     }
                     let state = self.contexts.park(call);
@@ -322,7 +580,12 @@ impl Gateway {
         let full = |_| GatewayError::Overloaded { scope: "session".into(), retry_after: CONTEXTS_RETRY_AFTER };
         let reservation = self.sessions.reserve(None).map_err(full)?;
         let capabilities = offered_capabilities(&envelope.capabilities);
-        let info = envelope.client_info.clone();
+        // The client info is optional in the envelope; an upstream session needs one.
+        let info = if envelope.client_info.is_object() {
+            envelope.client_info.clone()
+        } else {
+            json!({"name": "seawall", "version": env!("CARGO_PKG_VERSION")})
+        };
         let version = mcp_era::LATEST_LEGACY.to_owned();
         let session = self.new_session(scope.clone(), version, capabilities, info, principal);
         session.mark_stateless();

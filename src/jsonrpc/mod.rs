@@ -42,6 +42,8 @@ pub(crate) mod code {
     pub const REQUEST_CANCELLED: i64 = -32800;
     /// The client must complete a URL elicitation first (MCP 2025-11-25).
     pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+    /// The request needs a client capability the client did not declare (2026-07-28).
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 }
 
 /// A request: has a method and an id.

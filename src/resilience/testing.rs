@@ -48,6 +48,7 @@ pub(crate) fn call_to(tool: Option<&str>, idempotent: bool, timeout: Duration) -
         avoid: Vec::new(),
         endpoint: None,
         attempt_deadline: None,
+        headers: Arc::from([]),
     }
 }
 

@@ -11,9 +11,35 @@ use super::{ArgumentsParams, NameParams, Router, UriParams};
 use crate::call::{Answer, Clock, EventSink, GatewayError, Reply, UpstreamCall};
 use crate::client::ClientRequest;
 use crate::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::{method, modern};
 use crate::telemetry::metrics;
 use crate::upstream::registry::UpstreamHandle;
+
+/// The `Mcp-Param-*` headers of a `tools/call` towards the upstream: the arguments the
+/// tool's schema annotates with `x-mcp-header`, mirrored, and a modern client's
+/// undeclared `Mcp-Param-*` headers, forwarded. A modern client's declared ones must
+/// match its arguments (`Err`: the -32020 message).
+fn param_headers(
+    ctx: &ClientRequest,
+    info: Option<&crate::catalog::ToolInfo>,
+    arguments: Option<&serde_json::Value>,
+) -> Result<Vec<(String, String)>, String> {
+    let schema = info.and_then(|i| i.input_schema.as_deref());
+    let empty = json!({});
+    let arguments = arguments.unwrap_or(&empty);
+    let mut out = schema.map(|s| modern::param_headers(s, arguments)).unwrap_or_default();
+    if let Some(sent) = &ctx.param_headers {
+        if let Some(schema) = schema {
+            modern::check_param_headers(schema, arguments, sent)?;
+        }
+        for (name, value) in sent.iter() {
+            if !out.iter().any(|(n, _)| n == name) {
+                out.push((name.clone(), value.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// Most `tools/list` pages read when seawall lists an upstream's tools itself.
 pub(super) const MAX_CATALOG_PAGES: usize = 16;
@@ -52,14 +78,22 @@ impl Router {
             .starts_with("resources/")
             .then(|| jsonrpc::view::<UriParams>(params.as_deref()).map(|p| p.uri))
             .flatten();
+        let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
             let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
             if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
                 timer.finish("refused");
                 return Ok(answer);
             }
+            match param_headers(ctx, info.as_deref(), arguments.as_ref()) {
+                Ok(mirrored) => headers = mirrored,
+                Err(why) => {
+                    timer.finish("refused");
+                    return Ok(Err(jsonrpc::error_object(modern::HEADER_MISMATCH, &why, None)));
+                }
+            }
         }
-        let result = self.send(ctx, handle, method, params, tool).await;
+        let result = self.send_with(ctx, handle, method, params, tool, headers).await;
         timer.finish(match &result {
             Ok(answer) => answer.outcome(),
             Err(e) => e.class().outcome,
@@ -90,6 +124,19 @@ impl Router {
         params: Option<Box<RawValue>>,
         tool: Option<Arc<str>>,
     ) -> Result<Answer, GatewayError> {
+        self.send_with(ctx, handle, method, params, tool, Vec::new()).await
+    }
+
+    /// [`Router::send`] with extra HTTP headers.
+    async fn send_with(
+        &self,
+        ctx: &ClientRequest,
+        handle: &Arc<UpstreamHandle>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        tool: Option<Arc<str>>,
+        headers: Vec<(String, String)>,
+    ) -> Result<Answer, GatewayError> {
         let link = self.link(&ctx.session, handle).await?;
         let req = UpstreamCall {
             upstream: Arc::clone(&handle.name),
@@ -104,6 +151,7 @@ impl Router {
             avoid: Vec::new(),
             endpoint: None,
             attempt_deadline: None,
+            headers: Arc::from(headers),
         };
         handle.service.clone().oneshot(req).await
     }

@@ -93,15 +93,21 @@ pub struct Session {
     /// The principal that opened the session, when clients authenticate: requests of the
     /// session must come from the same one.
     principal: std::sync::OnceLock<Arc<Principal>>,
-    /// The session stands for modern-era (stateless) clients: no client ever reads its
-    /// GET stream, so messages for it are dropped quietly.
+    /// The session stands for modern-era (stateless) clients: no client reads its GET
+    /// stream; messages for it go to its `subscriptions/listen` streams (or nowhere).
     stateless: std::sync::atomic::AtomicBool,
+    /// The messages not tied to a request of a stateless session, for its listeners.
+    listeners: tokio::sync::broadcast::Sender<String>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
 pub type ToolsChanged = Arc<dyn Fn(&str) + Send + Sync>;
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// Messages buffered per `subscriptions/listen` stream; a listener that lags loses the
+/// oldest (list changes are hints to refetch, so losing some is safe).
+const LISTEN_BUFFER: usize = 64;
 
 impl Session {
     /// A new session with a fresh unguessable id; starts the task that relays upstream
@@ -132,6 +138,7 @@ impl Session {
             tools_changed: std::sync::OnceLock::new(),
             principal: std::sync::OnceLock::new(),
             stateless: std::sync::atomic::AtomicBool::new(false),
+            listeners: tokio::sync::broadcast::channel(LISTEN_BUFFER).0,
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -223,7 +230,9 @@ impl Session {
     /// queue is full, so a client that never reads cannot grow memory.
     pub fn push_outbox(&self, message: String) {
         if self.is_stateless() {
-            tracing::debug!(session = self.key, "dropped a message not tied to a request of a stateless client");
+            if self.listeners.send(message).is_err() {
+                tracing::debug!(session = self.key, "dropped a message not tied to a request: nobody listens");
+            }
             return;
         }
         if self.outbox_tx.try_send(message).is_err() {
@@ -276,6 +285,16 @@ impl Session {
     /// Binds the session to the principal that opens it (once).
     pub fn bind_principal(&self, principal: Arc<Principal>) {
         let _ = self.principal.set(principal);
+    }
+
+    /// A listener for the messages of a stateless session not tied to a request.
+    pub fn listen(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.listeners.subscribe()
+    }
+
+    /// Whether a `subscriptions/listen` stream reads the session (then it is not idle).
+    pub fn is_listened(&self) -> bool {
+        self.listeners.receiver_count() > 0
     }
 
     /// Marks the session as standing for modern-era (stateless) clients.

@@ -143,7 +143,7 @@ impl SessionTable {
         let mut map = self.sessions.write();
         let idle: Vec<String> = map
             .values()
-            .filter(|s| s.inflight() == 0 && s.last_seen().elapsed() > self.idle_timeout)
+            .filter(|s| s.inflight() == 0 && !s.is_listened() && s.last_seen().elapsed() > self.idle_timeout)
             .map(|s| s.id.clone())
             .collect();
         let reaped: Vec<_> = idle.iter().filter_map(|id| map.remove(id)).collect();

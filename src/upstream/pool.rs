@@ -191,7 +191,7 @@ impl PoolLink {
         }
         self.first_init.lock().get_or_insert_with(|| link.init_result().unwrap_or_else(empty_init));
         if self.get_wanted.load(std::sync::atomic::Ordering::SeqCst) {
-            link.want_get_stream();
+            link.want_get_stream().await;
         }
         links[i] = Some(Arc::clone(&link));
         Ok(link)
@@ -200,9 +200,8 @@ impl PoolLink {
     /// Opens the standalone GET stream of every endpoint session, now and later ones.
     pub(crate) async fn want_get_stream(&self) {
         self.get_wanted.store(true, std::sync::atomic::Ordering::SeqCst);
-        for link in self.links.lock().await.iter().flatten() {
-            link.want_get_stream();
-        }
+        let links: Vec<_> = self.links.lock().await.iter().flatten().cloned().collect();
+        futures::future::join_all(links.iter().map(|link| link.want_get_stream())).await;
     }
 
     /// Sends one attempt to the endpoint the attempt layer chose (or one picked now).

@@ -79,12 +79,12 @@ impl HttpUpstream {
         self
     }
 
-    /// Remembers what a handshake found (`protocol: auto`).
-    fn remember(&self, era: u8) {
-        if self.protocol == UpstreamProtocol::Auto && self.detected.swap(era, Ordering::Relaxed) != era {
-            let name = match era {
-                modern::MODERN => "modern (2026-07-28)",
-                modern::LEGACY => "legacy (initialize)",
+    /// Remembers what handshakes found (`protocol: auto`).
+    fn remember(&self, found: u8) {
+        if self.protocol == UpstreamProtocol::Auto && self.detected.swap(found, Ordering::Relaxed) != found {
+            let name = match found {
+                modern::MODERN_ONLY => "modern only (2026-07-28)",
+                modern::LEGACY_ONLY => "legacy only (initialize)",
                 _ => "unknown: detect again",
             };
             tracing::info!(upstream = %self.name, era = name, "upstream protocol era");
@@ -127,6 +127,9 @@ pub(crate) struct HttpLink {
     log_level: Mutex<Option<String>>,
     /// Modern: the resources a legacy client subscribed to, listened for.
     subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    /// Modern: the generation of the latest listen stream, and the latest acknowledged.
+    listen_generation: std::sync::atomic::AtomicU64,
+    listen_acked: tokio::sync::watch::Sender<u64>,
 }
 
 /// What a POST produced.
@@ -154,6 +157,8 @@ impl HttpLink {
             inputs: modern::Inputs::default(),
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(std::collections::BTreeSet::new()),
+            listen_generation: std::sync::atomic::AtomicU64::new(0),
+            listen_acked: tokio::sync::watch::channel(0).0,
             init_params,
             state: Mutex::new(SessionState::default()),
             reinit: tokio::sync::Mutex::new(()),
@@ -175,30 +180,38 @@ impl HttpLink {
         self.state.lock().clone()
     }
 
-    /// The era's handshake: `server/discover` when the modern era is tried (falling back
-    /// to `initialize` with `protocol: auto`), else `initialize`.
+    /// The handshake of the first era that works, of those [`HttpLink::eras_to_try`]
+    /// names: `server/discover` (modern) or `initialize` (legacy). An era is given up for
+    /// the next only when the server refused it (not when it could not be reached); a
+    /// refusal followed by success is remembered, so later sessions go straight to the
+    /// era that works.
     async fn handshake(self: &Arc<Self>) -> Result<(), UpstreamError> {
-        if self.tries_modern() {
-            match self.discover().await {
+        let eras = self.eras_to_try();
+        let mut refused = false;
+        let mut last = UpstreamError::Handshake("no protocol era to try".into());
+        for modern_era in eras {
+            let attempt = if modern_era { self.discover().await } else { self.initialize().await };
+            match attempt {
                 Ok(()) => {
-                    self.up.remember(modern::MODERN);
-                    self.ready.store(true, Ordering::SeqCst);
+                    if refused {
+                        self.up.remember(if modern_era { modern::MODERN_ONLY } else { modern::LEGACY_ONLY });
+                    }
+                    if modern_era {
+                        self.ready.store(true, Ordering::SeqCst);
+                    }
                     return Ok(());
                 }
-                Err(e) if self.up.protocol == UpstreamProtocol::Modern => return Err(e),
-                Err(e) => tracing::debug!(upstream = %self.up.name, error = %e, "not a modern upstream; initialising"),
+                Err(e @ UpstreamError::Connect(_)) => return Err(e),
+                Err(e) => {
+                    let era = if modern_era { "modern" } else { "legacy" };
+                    tracing::debug!(upstream = %self.up.name, era, error = %e, "the upstream refused this era");
+                    refused = true;
+                    last = e;
+                }
             }
         }
-        match self.initialize().await {
-            Ok(()) => {
-                self.up.remember(modern::LEGACY);
-                Ok(())
-            }
-            Err(e) => {
-                self.up.remember(modern::UNKNOWN);
-                Err(e)
-            }
-        }
+        self.up.remember(modern::UNKNOWN);
+        Err(last)
     }
 
     async fn initialize(self: &Arc<Self>) -> Result<(), UpstreamError> {
@@ -238,10 +251,11 @@ impl HttpLink {
     }
 
     /// Opens the standalone GET stream, once: called when the client opens its own.
-    pub(crate) fn want_get_stream(self: &Arc<Self>) {
+    pub(crate) async fn want_get_stream(self: &Arc<Self>) {
         if self.snapshot().modern {
             if !self.get_wanted.swap(true, Ordering::SeqCst) {
-                self.relisten();
+                let generation = self.relisten();
+                self.listening(generation).await;
             }
             return;
         }
@@ -377,7 +391,7 @@ impl HttpLink {
         &self,
         body: String,
         state: &SessionState,
-        extra: &[(&'static str, String)],
+        extra: &[(String, String)],
     ) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .up
@@ -393,7 +407,7 @@ impl HttpLink {
             req = req.header(VERSION_HEADER, v);
         }
         for (name, value) in extra {
-            req = req.header(*name, value);
+            req = req.header(name.as_str(), value.as_str());
         }
         req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))
     }
@@ -453,10 +467,11 @@ impl Transport for HttpLink {
     }
 
     fn want_unrelated_stream(&self) -> BoxFuture<'_, ()> {
-        if let Some(me) = self.me.upgrade() {
-            me.want_get_stream();
-        }
-        Box::pin(async {})
+        Box::pin(async move {
+            if let Some(me) = self.me.upgrade() {
+                me.want_get_stream().await;
+            }
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

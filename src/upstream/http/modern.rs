@@ -28,18 +28,21 @@ use crate::mcp::modern::{self as era, MODERN_VERSIONS};
 /// The modern version the link speaks.
 const VERSION: &str = "2026-07-28";
 
+/// Longest wait for the upstream to acknowledge a (re)opened listen stream.
+const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The first message of a `subscriptions/listen` stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
 /// Most `input_required` rounds one call may take before it fails.
 const MAX_ROUNDS: usize = 10;
 
-/// What an upstream was found to speak.
+/// What an upstream was found to speak: both eras, as far as seawall knows.
 pub(super) const UNKNOWN: u8 = 0;
-/// The session era.
-pub(super) const LEGACY: u8 = 1;
-/// The stateless era.
-pub(super) const MODERN: u8 = 2;
+/// It refused the modern era: the session era only.
+pub(super) const LEGACY_ONLY: u8 = 1;
+/// It refused the session era: the stateless era only.
+pub(super) const MODERN_ONLY: u8 = 2;
 
 static NEXT_INPUT: AtomicU64 = AtomicU64::new(1);
 
@@ -76,20 +79,7 @@ fn name_header(method_name: &str, params: Option<&RawValue>) -> Option<String> {
         _ => return None,
     };
     let params = jsonrpc::view::<Map<String, Value>>(params)?;
-    params.get(key)?.as_str().map(encode_header_value)
-}
-
-/// A header value as is when it is printable ASCII without edge spaces, else the
-/// UTF-8 wrapped as `=?base64?…?=`.
-pub(crate) fn encode_header_value(value: &str) -> String {
-    use base64::Engine as _;
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && value.trim() == value
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
-    if plain {
-        return value.to_owned();
-    }
-    format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value.as_bytes()))
+    params.get(key)?.as_str().map(era::encode_header_value)
 }
 
 /// The result of `server/discover` as the initialize result the rest of seawall reads.
@@ -116,12 +106,19 @@ fn init_from_discover(result: &RawValue) -> Option<InitResult> {
 }
 
 impl HttpLink {
-    /// Whether the next handshake tries the modern era first.
-    pub(super) fn tries_modern(&self) -> bool {
+    /// The eras the next handshake tries, in order (`true`: modern). A pinned
+    /// `protocol` tries only its own; `auto` tries the client's own era first — a server
+    /// that speaks both then serves every client in its own era, with nothing to
+    /// bridge — unless the upstream was found to refuse it, and the other one next.
+    pub(super) fn eras_to_try(&self) -> Vec<bool> {
         match self.up.protocol {
-            UpstreamProtocol::Legacy => false,
-            UpstreamProtocol::Modern => true,
-            UpstreamProtocol::Auto => self.up.detected.load(Ordering::Relaxed) != LEGACY,
+            UpstreamProtocol::Legacy => vec![false],
+            UpstreamProtocol::Modern => vec![true],
+            UpstreamProtocol::Auto => match self.up.detected.load(Ordering::Relaxed) {
+                LEGACY_ONLY => vec![false, true],
+                MODERN_ONLY => vec![true, false],
+                _ => vec![self.init_params.modern_client, !self.init_params.modern_client],
+            },
         }
     }
 
@@ -132,7 +129,7 @@ impl HttpLink {
         let id = fresh_id();
         let params = with_envelope(None, &self.envelope);
         let body = jsonrpc::encode_request(&id, era::DISCOVER, Some(&params));
-        let headers = [(era::METHOD_HEADER, era::DISCOVER.to_owned())];
+        let headers = [(era::METHOD_HEADER.to_owned(), era::DISCOVER.to_owned())];
         let resp = self.post_with(body, &state, &headers).await?;
         let reply = match self.read_answer(resp, &id, None, &state).await? {
             Outcome::Reply(reply) => reply,
@@ -153,7 +150,7 @@ impl HttpLink {
         call: &UpstreamCall,
         state: &SessionState,
     ) -> Result<Reply, UpstreamError> {
-        if let Some(answer) = self.answer_locally(call) {
+        if let Some(answer) = self.answer_locally(call).await {
             return Ok(Ok(answer));
         }
         let mut envelope = self.envelope.clone();
@@ -161,10 +158,11 @@ impl HttpLink {
             envelope.insert(era::LOG_LEVEL_KEY.into(), json!(level));
         }
         let mut params = with_envelope(call.params.as_deref(), &envelope);
-        let mut headers = vec![(era::METHOD_HEADER, call.method.to_string())];
+        let mut headers = vec![(era::METHOD_HEADER.to_owned(), call.method.to_string())];
         if let Some(name) = name_header(&call.method, call.params.as_deref()) {
-            headers.push((era::NAME_HEADER, name));
+            headers.push((era::NAME_HEADER.to_owned(), name));
         }
+        headers.extend(call.headers.iter().cloned());
         for _ in 0..MAX_ROUNDS {
             let id = fresh_id();
             let body = jsonrpc::encode_request(&id, &call.method, Some(&params));
@@ -194,7 +192,7 @@ impl HttpLink {
     /// `ping`; `logging/setLevel`, which becomes the envelope's log level of every later
     /// request; `resources/subscribe` and `resources/unsubscribe`, kept for the link's
     /// `subscriptions/listen` stream.
-    fn answer_locally(self: &Arc<Self>, call: &UpstreamCall) -> Option<Box<RawValue>> {
+    async fn answer_locally(self: &Arc<Self>, call: &UpstreamCall) -> Option<Box<RawValue>> {
         #[derive(serde::Deserialize, Default)]
         #[serde(default)]
         struct Params {
@@ -208,7 +206,8 @@ impl HttpLink {
             method::RESOURCES_SUBSCRIBE => {
                 if let Some(uri) = params().uri {
                     self.subscriptions.lock().insert(uri);
-                    self.relisten();
+                    let generation = self.relisten();
+                    self.listening(generation).await;
                 }
             }
             method::RESOURCES_UNSUBSCRIBE => {
@@ -270,12 +269,24 @@ impl HttpLink {
 impl HttpLink {
     /// (Re)starts the link's `subscriptions/listen` stream with the current filter, when
     /// the client listens or has subscriptions; stops it otherwise.
-    pub(super) fn relisten(self: &Arc<Self>) {
+    pub(super) fn relisten(self: &Arc<Self>) -> u64 {
+        let generation = self.listen_generation.fetch_add(1, Ordering::SeqCst) + 1;
         let wanted = self.get_wanted.load(Ordering::SeqCst) || !self.subscriptions.lock().is_empty();
-        let task = wanted.then(|| tokio::spawn(listen_loop(Arc::downgrade(self))).abort_handle());
+        let task = wanted.then(|| tokio::spawn(listen_loop(Arc::downgrade(self), generation)).abort_handle());
         let old = std::mem::replace(&mut *self.get_stream.lock(), task);
         if let Some(old) = old {
             old.abort();
+        }
+        generation
+    }
+
+    /// Waits (at most [`LISTEN_WAIT`]) until the upstream acknowledged the listen stream
+    /// of `generation`, so what the client is told is subscribed is.
+    pub(super) async fn listening(&self, generation: u64) {
+        let mut acked = self.listen_acked.subscribe();
+        let wait = acked.wait_for(|g| *g >= generation);
+        if tokio::time::timeout(LISTEN_WAIT, wait).await.is_err() {
+            tracing::debug!(upstream = %self.up.name, "the upstream did not acknowledge subscriptions/listen in time");
         }
     }
 
@@ -295,7 +306,7 @@ impl HttpLink {
 /// Keeps one `subscriptions/listen` stream open, re-opening it with backoff; its
 /// notifications reach the link's sessions as messages tied to no request. Ends when
 /// the link closes or the upstream does not know the method.
-async fn listen_loop(weak: std::sync::Weak<HttpLink>) {
+async fn listen_loop(weak: std::sync::Weak<HttpLink>, generation: u64) {
     const BASE: std::time::Duration = std::time::Duration::from_millis(500);
     const MAX: std::time::Duration = std::time::Duration::from_secs(30);
     let mut failures: u32 = 0;
@@ -307,10 +318,11 @@ async fn listen_loop(weak: std::sync::Weak<HttpLink>) {
         let state = link.snapshot();
         let id = fresh_id();
         let body = jsonrpc::encode_request(&id, era::LISTEN, Some(&link.listen_params()));
-        let headers = [(era::METHOD_HEADER, era::LISTEN.to_owned())];
+        let headers = [(era::METHOD_HEADER.to_owned(), era::LISTEN.to_owned())];
         match link.post_with(body, &state, &headers).await {
             Ok(resp) if resp.status() == http::StatusCode::NOT_FOUND => {
                 tracing::debug!(upstream = %link.up.name, "the upstream does not offer subscriptions/listen");
+                link.listen_acked.send_replace(generation);
                 return;
             }
             Ok(resp) if resp.status().is_success() => {
@@ -324,6 +336,13 @@ async fn listen_loop(weak: std::sync::Weak<HttpLink>) {
                     if let Ok(jsonrpc::Message::Notification(n)) = jsonrpc::decode(&event.data)
                         && n.method == ACKNOWLEDGED
                     {
+                        link.listen_acked.send_if_modified(|g| {
+                            let newer = *g < generation;
+                            if newer {
+                                *g = generation;
+                            }
+                            newer
+                        });
                         continue;
                     }
                     link.dispatch_event(&event, None, None);
@@ -390,10 +409,10 @@ mod tests {
 
     #[test]
     fn header_values_are_wrapped_only_when_needed() {
-        assert_eq!(encode_header_value("demo__echo"), "demo__echo");
-        assert_eq!(encode_header_value("file:///ä b"), "=?base64?ZmlsZTovLy/DpCBi?=");
-        assert_eq!(encode_header_value(" x"), "=?base64?IHg=?=");
-        assert_eq!(era::decode_header_value(&encode_header_value("naïve")).as_deref(), Some("naïve"));
+        assert_eq!(era::encode_header_value("demo__echo"), "demo__echo");
+        assert_eq!(era::encode_header_value("file:///ä b"), "=?base64?ZmlsZTovLy/DpCBi?=");
+        assert_eq!(era::encode_header_value(" x"), "=?base64?IHg=?=");
+        assert_eq!(era::decode_header_value(&era::encode_header_value("naïve")).as_deref(), Some("naïve"));
     }
 
     #[test]
