@@ -7,7 +7,7 @@
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
-//!        ─► call::Transport               HTTP session, replicas, or supervised stdio process
+//!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
 
 use std::net::SocketAddr;
@@ -45,6 +45,7 @@ use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 use crate::upstream::settings::UpstreamSettings;
+use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
 /// Overrides from the command line.
@@ -104,7 +105,8 @@ fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> Upst
         // One attempt: the endpoint of a replicated upstream (not one this request tried),
         // bounded by the deadline and the attempt timeout, counted on its endpoint.
         .layer(AttemptLayer::new(settings.timeouts.attempt))
-        // The link: a Streamable HTTP session, replicas of one, or a supervised process.
+        // The link: a Streamable HTTP session, replicas of one, an HTTP+SSE session, or a
+        // supervised process.
         .service(SendAttempt);
     UpstreamService::new(stack)
 }
@@ -130,6 +132,12 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                     endpoints.push(Arc::new(client));
                 }
                 Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+            }
+            UpstreamKind::Sse { url, headers } => {
+                let client =
+                    SseUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
+                        .with_context(|| format!("upstream {:?}", up.name))?;
+                Connector::Sse(Arc::new(client))
             }
             UpstreamKind::Stdio { command, args, env, cwd, share } => {
                 let stdio = Arc::new(StdioUpstream {

@@ -39,7 +39,9 @@ pub use resilience::{
     RetryOverrides, ToolConfig,
 };
 pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
-pub use upstream::{Defaults, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind};
+pub use upstream::{
+    Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
+};
 
 use validate::Problem;
 

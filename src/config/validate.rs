@@ -11,7 +11,8 @@ use http::{HeaderName, HeaderValue};
 
 use super::locate::FieldPath;
 use super::{
-    BreakerConfig, ConcurrencyConfig, Config, RestartConfig, RetryConfig, StdioShare, Timeouts, UpstreamConfig,
+    BreakerConfig, ConcurrencyConfig, Config, HttpTransport, RestartConfig, RetryConfig, StdioShare, Timeouts,
+    UpstreamConfig,
 };
 
 /// One failed check: the field it concerns and what is wrong.
@@ -171,10 +172,11 @@ fn check_upstream(
         )),
         (Some(command), None) => {
             check_stdio(at, upstream, command, out);
-            for field in ["headers", "endpoints"] {
+            for field in ["headers", "endpoints", "transport"] {
                 let set = match field {
                     "headers" => !upstream.headers.is_empty(),
-                    _ => !upstream.endpoints.is_empty(),
+                    "endpoints" => !upstream.endpoints.is_empty(),
+                    _ => upstream.transport != HttpTransport::default(),
                 };
                 if written(&at.key(field)) || set {
                     let why = "applies only to HTTP upstreams (`url`), and this one has `command`";
@@ -184,6 +186,10 @@ fn check_upstream(
         }
         (None, Some(url)) => {
             check_http(at, upstream, url, out);
+            if upstream.transport == HttpTransport::Sse && !upstream.endpoints.is_empty() {
+                let why = "replicas are balanced over Streamable HTTP only, and this upstream has `transport: sse`";
+                out.push(Problem::new(at.key("endpoints"), why));
+            }
             for field in STDIO_ONLY {
                 if written(&at.key(field)) || !stdio_field_is_default(upstream, field) {
                     let why = "applies only to stdio upstreams (`command`), and this one has `url`";
