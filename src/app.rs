@@ -4,6 +4,7 @@
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
+//!           (downstream::sse_legacy       the same for HTTP+SSE clients of 2024-11-05)
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
@@ -236,6 +237,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         max_body_bytes: config.limits.max_body_bytes,
         body_timeout: config.limits.body_timeout,
         closing: tokio_util::sync::CancellationToken::new(),
+        sse: Default::default(),
     };
     let closing = state.closing.clone();
     let client_limits = ListenerLimits {

@@ -4,4 +4,5 @@ pub(crate) mod budget;
 pub(crate) mod listener;
 mod modern;
 pub(crate) mod refusal;
+pub(crate) mod sse_legacy;
 pub mod streamable_http;
