@@ -4,7 +4,8 @@
 //!   variables that `tests/run` exports (`SEAWALL_TEST_NODE`, `SEAWALL_TEST_PYTHON`,
 //!   `SEAWALL_TEST_INTEROP_DIR`). Missing ones fail the test, never skip it.
 //! * [`Seawall`]: the gateway binary with a generated config, started on port 0.
-//! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (HTTP mode).
+//! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (Streamable HTTP at
+//!   `/mcp`, HTTP+SSE at `/sse`).
 //! * [`Everything`]: the reference server `@modelcontextprotocol/server-everything`.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
