@@ -7,6 +7,7 @@
 //! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (Streamable HTTP at
 //!   `/mcp`, HTTP+SSE at `/sse`).
 //! * [`Everything`]: the reference server `@modelcontextprotocol/server-everything`.
+//! * [`PythonSseServer`]: an MCP server on the Python SDK's HTTP+SSE transport.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
 //! * [`TestDir`]: a temporary directory removed on drop.

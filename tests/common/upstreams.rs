@@ -88,3 +88,24 @@ impl Everything {
         Everything { proc, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 }
+
+/// `tests/interop/python/sse_server.py`: an MCP server on the official Python SDK's
+/// HTTP+SSE transport (2024-11-05), on 127.0.0.1 and a free port.
+pub struct PythonSseServer {
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT/sse`.
+    pub url: String,
+}
+
+impl PythonSseServer {
+    pub async fn start(interop: &Interop) -> PythonSseServer {
+        let cmd = interop.python_command([interop.path("python/sse_server.py")]);
+        let mut proc = Proc::spawn("python-sse-server", cmd);
+        let port: u16 = proc
+            .wait_for_line(Stream::Stderr, START_TIMEOUT, "`LISTENING <port>`", |l| {
+                l.trim().strip_prefix("LISTENING ").and_then(|p| p.trim().parse().ok())
+            })
+            .await;
+        PythonSseServer { proc, url: format!("http://127.0.0.1:{port}/sse") }
+    }
+}
