@@ -222,6 +222,7 @@ pub(super) async fn supervise(link: Weak<SseLink>, mut conn: Arc<Conn>) {
                         return;
                     }
                     tracing::info!(upstream = %l.up.name, attempts = failures + 1, "reopened the upstream's event stream");
+                    crate::telemetry::metrics::upstream_restart(&l.up.name);
                     break fresh;
                 }
                 Err(e) => {
