@@ -4,7 +4,8 @@
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
-//!           (downstream::sse_legacy       the same for HTTP+SSE clients of 2024-11-05)
+//!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
+//!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
@@ -48,6 +49,10 @@ use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 use crate::upstream::settings::UpstreamSettings;
 use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
+
+mod stdio;
+
+pub use stdio::{StdioOptions, run_stdio};
 
 /// Overrides from the command line.
 #[derive(Debug, Default, Clone)]
@@ -129,7 +134,8 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                         timeouts.connect,
                         config.limits.max_message_bytes,
                     )
-                    .with_context(|| format!("upstream {:?}", up.name))?;
+                    .with_context(|| format!("upstream {:?}", up.name))?
+                    .speaking(up.protocol);
                     endpoints.push(Arc::new(client));
                 }
                 Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
@@ -187,6 +193,151 @@ fn resolve_program(command: &str) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(command))
 }
 
+/// What every front end shares: the gateway over the upstreams and their stacks, and
+/// what its background tasks need.
+struct Core {
+    gateway: Arc<Gateway>,
+    upstreams: Arc<Upstreams>,
+    breakers: Arc<Breakers>,
+    transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl Core {
+    /// Builds the upstreams (shared stdio processes start here), the client stack and the
+    /// gateway; fits the connection and session caps under the open-file limit.
+    fn assemble(config: &mut Config) -> anyhow::Result<Core> {
+        let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
+        let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
+            crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), state.as_str());
+            let _ = transitions_tx.send((key.clone(), state));
+        }));
+        let metrics = crate::telemetry::metrics::install();
+        // Every connection and every session's upstream streams are descriptors: raise the
+        // open-file limit, and fit the caps under it so that accept never runs dry.
+        let fits = budget::raise_nofile_limit().map(|nofile| budget::plan(config, nofile));
+        if let Some(fits) = fits {
+            config.limits.max_connections = fits.max_connections;
+            config.session.max_sessions = fits.max_sessions;
+        }
+        let upstreams = Arc::new(build_upstreams(config, &breakers)?);
+        let rewriter = Arc::new(Rewriter::new(config.errors));
+        let router = Arc::new(Router::new(
+            Arc::clone(&upstreams),
+            config.name_separator.clone(),
+            Arc::clone(&breakers),
+            Arc::clone(&rewriter),
+        ));
+        let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
+        let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
+        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
+        let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
+            .with_max_per_peer(config.session.max_sessions_per_peer);
+        let gateway = Arc::new(Gateway::new(router, client, sessions));
+        Ok(Core { gateway, upstreams, breakers, transitions, metrics })
+    }
+
+    /// Starts the housekeeping: idle sessions end, and clients hear of hidden tools.
+    fn spawn_background(&mut self) -> Background {
+        let (_, transitions) = tokio::sync::mpsc::unbounded_channel();
+        let transitions = std::mem::replace(&mut self.transitions, transitions);
+        let reaper = tokio::spawn(reap_sessions(Arc::clone(&self.gateway), self.metrics.clone()));
+        let announcer =
+            tokio::spawn(announce_hidden_tools(Arc::clone(&self.gateway), Arc::clone(&self.breakers), transitions));
+        Background(vec![reaper, announcer])
+    }
+
+    /// The admin listener's routes.
+    fn admin_app(&self) -> axum::Router {
+        crate::admin::router(Arc::clone(&self.gateway), self.metrics.clone())
+    }
+
+    /// Ends every session (closing their upstream sessions and processes) and stops the
+    /// shared stdio processes.
+    async fn shutdown(&self) {
+        self.gateway.shutdown().await;
+        for handle in self.upstreams.iter() {
+            if let Connector::SharedStdio(link) = &handle.connector {
+                link.close().await;
+            }
+        }
+    }
+}
+
+/// Background tasks, aborted on drop.
+struct Background(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// The client-facing HTTP listener, bound and ready to serve.
+struct HttpFront {
+    listener: TcpListener,
+    local: SocketAddr,
+    app: axum::Router,
+    limits: ListenerLimits,
+    /// Fired when serving stops: GET streams end, so connections drain.
+    closing: tokio_util::sync::CancellationToken,
+}
+
+impl HttpFront {
+    /// Binds `addr` and sets up authentication and Host/Origin checks for it.
+    async fn bind(config: &Config, addr: SocketAddr, gateway: &Arc<Gateway>) -> anyhow::Result<HttpFront> {
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        let local = listener.local_addr()?;
+        // Who is calling: checked first on every MCP request, before any session is found.
+        let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
+        tracing::info!(auth = %auth.describe(), "client authentication");
+        let state = HttpState {
+            gateway: Arc::clone(gateway),
+            origin: OriginPolicy::new(&config.security, local),
+            auth: Arc::clone(&auth),
+            max_body_bytes: config.limits.max_body_bytes,
+            body_timeout: config.limits.body_timeout,
+            closing: tokio_util::sync::CancellationToken::new(),
+            sse: Default::default(),
+        };
+        let closing = state.closing.clone();
+        let mut app = streamable_http::router(state);
+        if let Some(metadata) = auth.metadata() {
+            let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
+            app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
+        }
+        Ok(HttpFront { listener, local, app, limits: client_limits(config), closing })
+    }
+
+    /// Serves until `stop` completes, then drains the connections.
+    async fn serve(self, stop: impl std::future::Future<Output = ()>) {
+        let closing = self.closing;
+        let stopping = async move {
+            stop.await;
+            closing.cancel();
+        };
+        listener::serve(self.listener, self.app, self.limits, stopping).await;
+    }
+}
+
+/// The bounds of the client listener.
+fn client_limits(config: &Config) -> ListenerLimits {
+    ListenerLimits {
+        max_connections: config.limits.max_connections,
+        max_per_peer: config.limits.max_connections_per_peer,
+        header_timeout: config.limits.header_timeout,
+        idle_timeout: config.limits.idle_timeout,
+    }
+}
+
+/// The admin listener has a small budget of its own, so it answers while clients
+/// saturate theirs.
+fn admin_limits(config: &Config) -> ListenerLimits {
+    ListenerLimits { max_connections: ADMIN_CONNECTIONS, max_per_peer: 0, ..client_limits(config) }
+}
+
 /// Runs the gateway until SIGINT or SIGTERM (SIGHUP is logged and ignored).
 pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()> {
     if let Some(listen) = overrides.listen {
@@ -196,65 +347,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         config.admin_listen = Some(admin);
     }
     crate::signals::ignore_reload_requests();
-    let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
-    let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
-        crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), state.as_str());
-        let _ = transitions_tx.send((key.clone(), state));
-    }));
-    let metrics = crate::telemetry::metrics::install();
-    // Every connection and every session's upstream streams are descriptors: raise the
-    // open-file limit, and fit the caps under it so that accept never runs dry.
-    let fits = budget::raise_nofile_limit().map(|nofile| budget::plan(&config, nofile));
-    if let Some(fits) = fits {
-        config.limits.max_connections = fits.max_connections;
-        config.session.max_sessions = fits.max_sessions;
-    }
-    let upstreams = Arc::new(build_upstreams(&config, &breakers)?);
-    let rewriter = Arc::new(Rewriter::new(config.errors));
-    let router = Arc::new(Router::new(
-        Arc::clone(&upstreams),
-        config.name_separator.clone(),
-        Arc::clone(&breakers),
-        Arc::clone(&rewriter),
-    ));
-    let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
-    let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
-    let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
-    let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
-        .with_max_per_peer(config.session.max_sessions_per_peer);
-    let gateway = Arc::new(Gateway::new(router, client, sessions));
-
-    let listener =
-        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local = listener.local_addr()?;
-    // Who is calling: checked first on every MCP request, before any session is found.
-    let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
-    tracing::info!(auth = %auth.describe(), "client authentication");
-    let state = HttpState {
-        gateway: Arc::clone(&gateway),
-        origin: OriginPolicy::new(&config.security, local),
-        auth: Arc::clone(&auth),
-        max_body_bytes: config.limits.max_body_bytes,
-        body_timeout: config.limits.body_timeout,
-        closing: tokio_util::sync::CancellationToken::new(),
-        sse: Default::default(),
-    };
-    let closing = state.closing.clone();
-    let client_limits = ListenerLimits {
-        max_connections: config.limits.max_connections,
-        max_per_peer: config.limits.max_connections_per_peer,
-        header_timeout: config.limits.header_timeout,
-        idle_timeout: config.limits.idle_timeout,
-    };
-    // The admin listener has a small budget of its own, so it answers while clients
-    // saturate theirs.
-    let admin_limits = ListenerLimits { max_connections: ADMIN_CONNECTIONS, max_per_peer: 0, ..client_limits };
-    let mut app = streamable_http::router(state);
-    if let Some(metadata) = auth.metadata() {
-        let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
-        app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
-    }
-    println!("seawall listening on http://{local}/mcp");
+    let mut core = Core::assemble(&mut config)?;
+    let front = HttpFront::bind(&config, config.listen, &core.gateway).await?;
+    println!("seawall listening on http://{}/mcp", front.local);
 
     let admin = match config.admin_listen {
         Some(addr) => {
@@ -267,30 +362,18 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
 
-    let reaper = tokio::spawn(reap_sessions(Arc::clone(&gateway), metrics.clone()));
-    let announcer = tokio::spawn(announce_hidden_tools(Arc::clone(&gateway), breakers, transitions));
+    let background = core.spawn_background();
     let admin_task = admin.map(|l| {
-        let app = crate::admin::router(Arc::clone(&gateway), metrics.clone());
-        tokio::spawn(listener::serve(l, app, admin_limits, crate::signals::shutdown_signal()))
+        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), crate::signals::shutdown_signal()))
     });
-    let stopping = async move {
-        crate::signals::shutdown_signal().await;
-        closing.cancel();
-    };
-    listener::serve(listener, app, client_limits, stopping).await;
+    front.serve(crate::signals::shutdown_signal()).await;
 
     tracing::info!("shutting down");
-    reaper.abort();
-    announcer.abort();
+    drop(background);
     if let Some(t) = admin_task {
         t.abort();
     }
-    gateway.shutdown().await;
-    for handle in upstreams.iter() {
-        if let Connector::SharedStdio(link) = &handle.connector {
-            link.close().await;
-        }
-    }
+    core.shutdown().await;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ pub mod errors;
 pub(crate) mod gateway;
 pub mod jsonrpc;
 pub(crate) mod mcp;
+mod ndjson;
 pub(crate) mod policy;
 pub(crate) mod resilience;
 pub(crate) mod routing;

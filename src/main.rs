@@ -12,7 +12,8 @@ use seawall::telemetry::{self, LogFormat};
 ///
 /// Clients connect to http://LISTEN/mcp to reach every configured upstream at once (tools
 /// and prompts named <upstream>__<name>, resources by URI), or to
-/// http://LISTEN/mcp/<upstream> to reach one upstream with its own names.
+/// http://LISTEN/mcp/<upstream> to reach one upstream with its own names; a local client
+/// may instead launch `seawall stdio` as its stdio MCP server.
 #[derive(Parser, Debug)]
 #[command(name = "seawall", version, propagate_version = true)]
 struct Cli {
@@ -31,6 +32,34 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
         /// Address for /healthz and /readyz, overriding `admin_listen`.
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+        /// Log format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SEAWALL_LOG_FORMAT")]
+        log_format: LogFormat,
+    },
+    /// Serve one MCP client on stdin/stdout: for IDEs and desktop apps that launch their
+    /// MCP server. One JSON-RPC message per line; logs go to stderr. The file's `listen`
+    /// and `admin_listen` do not apply (several copies may run at once); `auth:` does not
+    /// apply either: the client is anonymous unless --principal says otherwise.
+    Stdio {
+        /// Configuration file (YAML); see config/example.yaml for every key.
+        #[arg(short, long, env = "SEAWALL_CONFIG")]
+        config: PathBuf,
+        /// Reach only this upstream, with its own names (as /mcp/<upstream>); default:
+        /// every upstream, names prefixed (as /mcp).
+        #[arg(long, value_name = "NAME")]
+        upstream: Option<String>,
+        /// Act as the principal of this configured API key (auth.api_keys[].name) for
+        /// authorization rules and rate limits; default: anonymous.
+        #[arg(long, value_name = "NAME")]
+        principal: Option<String>,
+        /// Also serve Streamable HTTP clients at this address (port 0 picks a free port;
+        /// the address is logged). A port in use is logged, not fatal.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Also serve /healthz, /readyz and /metrics at this address (logged once bound).
+        /// A port in use is logged, not fatal.
         #[arg(long)]
         admin_listen: Option<SocketAddr>,
         /// Log format on stderr.
@@ -78,6 +107,18 @@ fn main() -> ExitCode {
             let overrides = seawall::app::Overrides { listen, admin_listen };
             block_on(seawall::app::run(config, overrides))
         }
+        Command::Stdio { config, upstream, principal, listen, admin_listen, log_format } => {
+            telemetry::init(log_format, "info");
+            let config = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let options = seawall::app::StdioOptions { upstream, principal, listen, admin_listen };
+            block_on(seawall::app::run_stdio(config, options))
+        }
         Command::DemoUpstream(args) => {
             telemetry::init(LogFormat::Text, "warn");
             block_on(seawall::demo::run(args))
@@ -93,11 +134,15 @@ fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitC
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(fut) {
+    let code = match runtime.block_on(fut) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("seawall: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // A blocking read of stdin (stdio mode after a signal) cannot be cancelled: do not
+    // wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
 }

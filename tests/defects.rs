@@ -1,6 +1,6 @@
 //! Defects reported from outside, each checked through the real binary: breaker state
 //! names, SIGHUP, configuration errors, resource-not-found URIs, -32042 data and
-//! request ids MCP forbids.
+//! request ids MCP forbids, pretty-printed requests to stdio upstreams.
 
 mod common;
 #[path = "support/mcp_client.rs"]
@@ -193,4 +193,20 @@ async fn every_config_problem_is_reported_in_one_run() {
             assert!(line.starts_with(want.as_str()), "{name}: {line:?} should start with {want:?}");
         }
     }
+}
+
+/// A pretty-printed request is forwarded to a stdio upstream byte for byte on
+/// `/mcp/<upstream>`, and its line breaks must not split it into several lines on the
+/// child's stdin: the call is answered, not left to time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pretty_printed_requests_reach_a_stdio_upstream_as_one_line() {
+    let gw = Seawall::start(&common::config_yaml(&[common::Upstream::demo_stdio("demo", false)], "")).await;
+    let c = Client::connect(&gw.upstream_url("demo"), json!({})).await;
+    let body = "{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \"tools/call\", \"params\": {\n  \"name\": \"echo\",\r\n  \
+                \"arguments\": {\"message\": \"one\\nline\"}\n}}";
+    let reply = tokio::time::timeout(Duration::from_secs(10), c.post_raw(body.to_owned(), &[]))
+        .await
+        .expect("the call is answered");
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    assert_eq!(text_of(reply.result()), "one\nline", "{}", reply.raw);
 }

@@ -15,6 +15,11 @@ use serde_json::{Value, json};
 /// seawall in front of a per-session stdio demo (`demo`), a shared one (`shared`) and an
 /// HTTP demo (`remote`).
 async fn three_upstreams(remote: &DemoUpstream) -> Seawall {
+    three_upstreams_speaking(remote, "auto").await
+}
+
+/// [`three_upstreams`], with `remote` spoken to in `protocol` (`auto`, `legacy`, `modern`).
+async fn three_upstreams_speaking(remote: &DemoUpstream, protocol: &str) -> Seawall {
     let config = format!(
         r#"
 limits: {{ max_body_bytes: 65536 }}
@@ -28,8 +33,9 @@ upstreams:
     args: [demo-upstream, --stdio]
   - name: remote
     url: {}
+    protocol: {}
 "#,
-        remote.url
+        remote.url, protocol
     );
     Seawall::start(&config).await
 }
@@ -188,8 +194,9 @@ async fn bad_input_gets_the_right_json_rpc_error_and_http_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_end_with_delete_and_lost_upstream_sessions_are_renewed() {
+    // Upstream sessions exist only in the legacy era.
     let remote = DemoUpstream::start(true, &[]).await;
-    let gw = three_upstreams(&remote).await;
+    let gw = three_upstreams_speaking(&remote, "legacy").await;
     let c = Client::connect(&gw.url, json!({})).await;
     assert_eq!(text_of(&c.call_tool(1, "remote__echo", json!({"message": "one"})).await), "one");
 

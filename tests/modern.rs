@@ -61,8 +61,15 @@ fn code_of(reply: &Reply) -> i64 {
     reply.error()["code"].as_i64().unwrap_or_default()
 }
 
+/// `demo` over stdio (the legacy era) and `remote` over HTTP in `protocol` (the demo
+/// speaks both eras; `auto` finds the modern one).
+fn gateway_yaml_speaking(demo_url: &str, protocol: &str) -> String {
+    let yaml = config_yaml(&[Upstream::demo_stdio("demo", true), Upstream::http("remote", demo_url)], "");
+    yaml.replace(&format!("url: \"{demo_url}\"\n"), &format!("url: \"{demo_url}\"\n    protocol: {protocol}\n"))
+}
+
 fn gateway_yaml(demo_url: &str) -> String {
-    config_yaml(&[Upstream::demo_stdio("demo", true), Upstream::http("remote", demo_url)], "")
+    gateway_yaml_speaking(demo_url, "auto")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,8 +91,9 @@ async fn stateless_requests_are_served_and_stamped_and_never_get_a_session() {
     assert_eq!(list.response()["id"], "a");
     let tools = list.result()["tools"].as_array().cloned().unwrap_or_default();
     assert!(tools.iter().any(|t| t["name"] == "demo__echo") && tools.iter().any(|t| t["name"] == "remote__echo"));
-    assert_eq!(list.result()["ttlMs"], 0);
     assert!(list.header("mcp-session-id").is_none());
+    let single = send(&gw.upstream_url("remote"), json!("b"), "tools/list", json!({}), &[]).await;
+    assert_eq!(list.result()["cacheScope"], "private", "a merged list is cached by no one but its client");
 
     let echo =
         send(&gw.url, json!(3), "tools/call", json!({"name": "remote__echo", "arguments": {"message": "hi"}}), &[])
@@ -103,7 +111,28 @@ async fn stateless_requests_are_served_and_stamped_and_never_get_a_session() {
     assert!(!progress.is_empty() && progress.iter().all(|p| p["params"]["progressToken"] == "p1"), "{}", slept.raw);
     assert_eq!(slept.result()["resultType"], "complete");
 
-    // One upstream session serves every request of one kind of client.
+    // The modern upstream's own caching hints pass through; one discover serves every
+    // request of one kind of client.
+    assert_eq!(
+        (single.result()["ttlMs"].as_u64(), single.result()["cacheScope"].as_str()),
+        (Some(5000), Some("public"))
+    );
+    let discovers = remote.recorded().iter().filter(|e| e["method"] == "server/discover").count();
+    assert_eq!(discovers, 2, "one link per context (`/mcp` and `/mcp/remote`), reused by every request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_a_legacy_upstream_a_context_keeps_one_upstream_session_and_the_envelope_to_itself() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&gateway_yaml_speaking(&remote.url, "legacy")).await;
+    for id in 1..=3 {
+        let list = send(&gw.url, json!(id), "tools/list", json!({}), &[]).await;
+        assert_eq!((list.result()["ttlMs"].as_u64(), list.result()["cacheScope"].as_str()), (Some(0), Some("private")));
+    }
+    let echo =
+        send(&gw.url, json!(4), "tools/call", json!({"name": "remote__echo", "arguments": {"message": "x"}}), &[])
+            .await;
+    assert_eq!(echo.result()["resultType"], "complete", "{}", echo.raw);
     let initializes = remote.recorded().iter().filter(|e| e["method"] == "initialize").count();
     assert_eq!(initializes, 1, "the context's upstream session is reused");
     let meta_seen = remote.recorded().iter().any(|e| e.to_string().contains("io.modelcontextprotocol/protocolVersion"));

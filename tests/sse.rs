@@ -44,7 +44,8 @@ fn tool_names(reply: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gets_its_endpoint_first_and_every_answer_on_the_stream() {
-    let remote = DemoUpstream::start(true, &[]).await;
+    // A session-era server, so that its upstream session ends with a DELETE.
+    let remote = DemoUpstream::start(true, &["--legacy-only"]).await;
     let old = DemoUpstream::start(true, &[]).await;
     let gw = gateway(&remote, &old, "").await;
     let mut c = SseClient::open(&format!("{}/sse", root(&gw))).await;

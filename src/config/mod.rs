@@ -41,6 +41,7 @@ pub use resilience::{
 pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
 pub use upstream::{
     Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
+    UpstreamProtocol,
 };
 
 use validate::Problem;

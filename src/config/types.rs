@@ -20,11 +20,11 @@ use super::upstream::{Defaults, UpstreamConfig};
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address (`IP:port`) of the MCP listener clients connect to.
-    /// Default `127.0.0.1:8080`.
+    /// Default `127.0.0.1:8080`. `seawall stdio` does not use it.
     #[serde(deserialize_with = "socket_addr::required")]
     pub listen: SocketAddr,
     /// Address (`IP:port`) of the admin listener (`/metrics`, `/healthz`, `/readyz`);
-    /// `null` disables it. Default `127.0.0.1:9090`.
+    /// `null` disables it. Default `127.0.0.1:9090`. `seawall stdio` does not use it.
     #[serde(deserialize_with = "socket_addr::optional")]
     pub admin_listen: Option<SocketAddr>,
     /// Joins `<upstream><sep><tool>` for tools and prompts on the aggregated endpoint.
@@ -104,7 +104,8 @@ impl Default for SessionConfig {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
-    /// Largest client POST body (bytes); larger is answered 413. Default `4194304` (4 MiB).
+    /// Largest client POST body, and for `seawall stdio` the longest line (bytes); larger
+    /// is answered 413 (on stdio -32600). Default `4194304` (4 MiB).
     pub max_body_bytes: usize,
     /// Largest single message from an upstream: one stdio line, SSE event or JSON body
     /// (bytes). Default `16777216` (16 MiB).

@@ -135,6 +135,19 @@ impl Default for RestartConfig {
     }
 }
 
+/// The protocol era seawall speaks to an HTTP upstream.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    /// Detect it: the modern era if the server answers `server/discover`, else legacy.
+    #[default]
+    Auto,
+    /// The stateless era (2026-07-28): `server/discover`, every request self-contained.
+    Modern,
+    /// The session era (2025-03-26 … 2025-11-25): `initialize`, `Mcp-Session-Id`.
+    Legacy,
+}
+
 /// One MCP server behind the gateway: a stdio process (`command`) or an HTTP server
 /// (`url`, Streamable HTTP or HTTP+SSE), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -186,6 +199,12 @@ pub struct UpstreamConfig {
     /// `http://host/sse`). Default `streamable_http`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub transport: HttpTransport,
+    /// HTTP: the protocol era spoken to the server: `auto` (ask `server/discover` in the
+    /// modern era 2026-07-28 first, fall back to the `initialize` handshake; the answer
+    /// is remembered and asked again after a failed handshake), `modern` or `legacy`.
+    /// Default `auto`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub protocol: UpstreamProtocol,
     /// HTTP: further replicas of the same server; requests are balanced across `url` and
     /// these, a retry goes to another one, and one that keeps failing is ejected for a
     /// while. Default `[]`.
@@ -251,6 +270,7 @@ impl Default for UpstreamConfig {
             url: None,
             headers: BTreeMap::new(),
             transport: HttpTransport::default(),
+            protocol: UpstreamProtocol::default(),
             endpoints: Vec::new(),
             timeouts: None,
             retry: None,

@@ -32,6 +32,8 @@ pub(crate) struct DemoConfig {
     pub error_rate: f64,
     /// Tools per `tools/list` page; 0 disables pagination.
     pub page_size: usize,
+    /// HTTP: refuse the modern era.
+    pub legacy_only: bool,
 }
 
 impl Default for DemoConfig {
@@ -44,6 +46,7 @@ impl Default for DemoConfig {
             retry_after_secs: 0,
             error_rate: 0.0,
             page_size: 0,
+            legacy_only: false,
         }
     }
 }
@@ -91,6 +94,9 @@ pub(crate) struct ServerState {
     flaky_tool: Mutex<HashMap<String, (u64, u64)>>,
     /// Per-key reads of `demo://flaky/{key}/{n}`, process-wide.
     flaky_resource: Mutex<HashMap<String, u64>>,
+    /// Notifications for every modern-era `subscriptions/listen` stream (each stream
+    /// keeps what its filter asks for).
+    pub(crate) events: tokio::sync::broadcast::Sender<Value>,
 }
 
 impl ServerState {
@@ -102,6 +108,7 @@ impl ServerState {
             stats: Stats::default(),
             flaky_tool: Mutex::new(HashMap::new()),
             flaky_resource: Mutex::new(HashMap::new()),
+            events: tokio::sync::broadcast::channel(64).0,
         }
     }
 

@@ -1,6 +1,6 @@
-//! The Streamable HTTP transport (legacy sessions) at `/mcp`, the HTTP+SSE
-//! transport of 2024-11-05 at `/sse` (see [`sse`]), plus two test hooks:
-//! `POST /admin/drop-sessions` and `GET /admin/stats`.
+//! The Streamable HTTP transport at `/mcp` — legacy sessions here, the modern era
+//! (2026-07-28) in `modern.rs` — the HTTP+SSE transport of 2024-11-05 at `/sse` (in
+//! `sse.rs`), plus two test hooks: `POST /admin/drop-sessions` and `GET /admin/stats`.
 //!
 //! A POSTed request is answered with JSON, or with an SSE stream when it will
 //! send messages before its response (progress, sampling, roots, logging,
@@ -61,7 +61,7 @@ fn shown_addr(local: SocketAddr) -> SocketAddr {
 
 /// The demo server's routes, ready to serve.
 pub(crate) fn router(server: DemoServer) -> Router {
-    let state = Arc::new(HttpState { server, sessions: Mutex::new(HashMap::new()) });
+    let state = Arc::new(HttpState { server, sessions: Mutex::new(HashMap::new()), parked: Arc::default() });
     Router::new()
         .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
         .merge(sse::routes())
@@ -74,6 +74,8 @@ pub(crate) fn router(server: DemoServer) -> Router {
 struct HttpState {
     server: DemoServer,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Modern-era calls waiting for the client's input.
+    parked: Arc<super::modern::Parked>,
 }
 
 type Shared = Arc<HttpState>;
@@ -145,6 +147,9 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
             return json_response(StatusCode::BAD_REQUEST, &rpc::parse_error(err));
         }
     };
+    if super::modern::is_modern(&headers) && !state.server.config().legacy_only {
+        return super::modern::post(&state.server, &state.parked, &headers, msg).await;
+    }
     let request_id = msg.get("id").cloned().unwrap_or(Value::Null);
     let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize") && !request_id.is_null();
     let session = if initialize {

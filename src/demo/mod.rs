@@ -13,6 +13,7 @@
 pub(crate) mod catalog;
 pub(crate) mod handler;
 pub(crate) mod http;
+pub(crate) mod modern;
 pub(crate) mod record;
 pub(crate) mod rpc;
 pub(crate) mod server;
@@ -80,6 +81,11 @@ pub struct DemoArgs {
     /// Tools per tools/list page; 0 disables pagination.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub page_size: usize,
+
+    /// HTTP: speak only the legacy era (refuse 2026-07-28 requests as a server of
+    /// 2025-11-25 would: 400, unsupported protocol version).
+    #[arg(long)]
+    pub legacy_only: bool,
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -103,6 +109,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         retry_after_secs: args.retry_after,
         error_rate: args.error_rate,
         page_size: args.page_size,
+        legacy_only: args.legacy_only,
     };
     let server = DemoServer::new(config, recorder);
     match args.listen {

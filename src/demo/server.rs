@@ -111,7 +111,18 @@ impl DemoServer {
         self.state.stats.snapshot(sessions)
     }
 
-    fn record(&self, session: &Session, event: Value) {
+    /// The notifications of the server as a whole, for modern-era listeners.
+    pub(crate) fn events(&self) -> tokio::sync::broadcast::Receiver<Value> {
+        self.state.events.subscribe()
+    }
+
+    /// Counts a cancelled request in `/admin/stats`.
+    pub(crate) fn count_cancelled(&self) {
+        self.state.stats.cancelled();
+    }
+
+    /// Appends `event` to the record file.
+    pub(crate) fn record(&self, session: &Session, event: Value) {
         self.state.record(session, event);
     }
 

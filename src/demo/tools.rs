@@ -196,8 +196,13 @@ fn exit_process(why: &str) -> ! {
 
 fn echo(ctx: &CallContext, args: &Map<String, Value>) -> Handled {
     let message = required_str(args, "message")?;
-    if message == "touch" && ctx.session.is_subscribed(super::catalog::README_URI) {
-        ctx.out.send(rpc::notification("notifications/resources/updated", json!({"uri": super::catalog::README_URI})));
+    if message == "touch" {
+        let updated = rpc::notification("notifications/resources/updated", json!({"uri": super::catalog::README_URI}));
+        if ctx.session.is_subscribed(super::catalog::README_URI) {
+            ctx.out.send(updated.clone());
+        }
+        // Modern-era listeners filter for themselves; nobody listening is fine.
+        let _ = ctx.state.events.send(updated);
     }
     Ok(text_result(message))
 }

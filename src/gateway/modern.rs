@@ -55,6 +55,9 @@ struct Call {
     answer: oneshot::Receiver<Answered>,
 }
 
+/// The start of every `requestState` seawall mints.
+const STATE_PREFIX: &str = "seawall.";
+
 /// How long a call waits for the client's `inputResponses`.
 const PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -65,7 +68,7 @@ impl Contexts {
     /// Parks `call` under a fresh unguessable `requestState`; cancels it if no retry
     /// takes it within [`PARK_TIMEOUT`].
     fn park(&self, call: Call) -> String {
-        let state = crate::session::mint_id();
+        let state = format!("{STATE_PREFIX}{}", crate::session::mint_id());
         self.parked.lock().insert(state.clone(), call);
         let parked = Arc::downgrade(&self.parked);
         let key = state.clone();
@@ -149,13 +152,6 @@ struct Retry {
     input_responses: Option<Map<String, Value>>,
 }
 
-/// `params` without `requestState` and `inputResponses` (`None` when it had neither).
-fn without_retry_members(params: &RawValue) -> Option<Box<RawValue>> {
-    let mut map = meta::params_object(Some(params))?;
-    let had = map.remove("requestState").is_some() | map.remove("inputResponses").is_some();
-    had.then(|| jsonrpc::to_raw(&map))
-}
-
 /// A relayed message that is a request of the client, as an `inputRequests` entry: its
 /// id (the key the client answers under) and `{method, params}`.
 fn input_request(message: &str) -> Option<(String, Value)> {
@@ -221,8 +217,10 @@ impl Gateway {
         if req.method == modern::DISCOVER {
             return ModernAnswer::of(&id, &Ok(discover(&session)), None);
         }
+        // A `requestState` of seawall's own resumes a parked call; any other (a modern
+        // upstream's own) travels to the upstream with the retry, untouched.
         let retry = jsonrpc::view::<Retry>(req.params.as_deref()).unwrap_or_default();
-        let call = match retry.request_state {
+        let call = match retry.request_state.filter(|s| s.starts_with(STATE_PREFIX)) {
             Some(state) => match self.contexts.unpark(&state, &context, &req.method) {
                 Some(call) => {
                     for (key, response) in retry.input_responses.unwrap_or_default() {
@@ -245,7 +243,7 @@ impl Gateway {
     fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request) -> Call {
         let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
         let method = req.method.clone();
-        let params = modern::strip_envelope(req.params).map(|p| without_retry_members(&p).unwrap_or(p));
+        let params = modern::strip_envelope(req.params);
         let inner = Request { id: internal.clone(), method: req.method, params };
         let (events_tx, events) = mpsc::channel::<String>(EVENTS);
         let (answer_tx, answer) = oneshot::channel();

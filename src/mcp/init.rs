@@ -15,6 +15,9 @@ pub struct InitParams {
     pub capabilities: Value,
     /// Client info to declare.
     pub client_info: Value,
+    /// The client speaks the modern era itself: a modern upstream's `input_required`
+    /// results reach it untouched (a legacy client gets them as requests of its own).
+    pub modern_client: bool,
 }
 
 impl InitParams {
@@ -24,6 +27,7 @@ impl InitParams {
             protocol_version: crate::mcp::LATEST_LEGACY.to_owned(),
             capabilities: json!({}),
             client_info: json!({ "name": "seawall", "version": env!("CARGO_PKG_VERSION") }),
+            modern_client: false,
         }
     }
 

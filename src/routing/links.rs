@@ -39,6 +39,7 @@ impl Router {
             protocol_version: session.version.clone(),
             capabilities: session.client_capabilities.clone(),
             client_info: session.client_info.clone(),
+            modern_client: session.is_stateless(),
         }
     }
 }

@@ -1,11 +1,13 @@
-//! The MCP conformance suite: runs it and reads its checks.
+//! The MCP conformance suite: runs it, reads its checks, and starts the dual-era server it
+//! is run against (`tests/interop/python/everything_server.py`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::START_TIMEOUT;
 use super::interop::Interop;
-use super::process::run_script;
+use super::process::{Proc, Stream, run_script};
 
 /// One check from a `conformance server -o DIR` run.
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct ConformanceCheck {
     pub error: Option<String>,
     /// `description` (INFO checks explain themselves here).
     pub description: Option<String>,
+    /// `details`: what the suite saw on the wire (responses, frames, statuses).
+    pub details: Option<serde_json::Value>,
 }
 
 impl ConformanceCheck {
@@ -32,11 +36,20 @@ impl ConformanceCheck {
     }
 }
 
-/// Runs `conformance server --url URL -o DIR` with Node 22 and parses every
-/// `DIR/<server-scenario-timestamp>/checks.json`. The suite exits non-zero whenever a
-/// check fails, so the exit status is not judged here; only its output files are.
-pub async fn run_conformance(interop: &Interop, label: &str, url: &str, out: &Path) -> Vec<ConformanceCheck> {
-    let cmd = interop.node_command([
+/// Runs `conformance server --url URL -o DIR [--requirements REVISION]` with Node 22 and
+/// parses every `DIR/<server-scenario-timestamp>/checks.json`. Without `requirements` the
+/// suite runs its default (active) scenarios at 2025-11-25; with one, exactly the
+/// scenarios that revision requires (and the ones it runs unscored), at its wire version.
+/// The suite exits non-zero whenever a check fails, so the exit status is not judged
+/// here; only its output files are.
+pub async fn run_conformance(
+    interop: &Interop,
+    label: &str,
+    url: &str,
+    requirements: Option<&str>,
+    out: &Path,
+) -> Vec<ConformanceCheck> {
+    let mut cmd = interop.node_command([
         interop.path("node_modules/@modelcontextprotocol/conformance/dist/index.js").as_os_str(),
         "server".as_ref(),
         "--url".as_ref(),
@@ -44,6 +57,9 @@ pub async fn run_conformance(interop: &Interop, label: &str, url: &str, out: &Pa
         "-o".as_ref(),
         out.as_os_str(),
     ]);
+    if let Some(revision) = requirements {
+        cmd.args(["--requirements", revision]);
+    }
     let res = run_script(&format!("conformance {label}"), cmd, Duration::from_secs(300)).await;
     let checks = parse_conformance_dir(out);
     assert!(
@@ -85,6 +101,7 @@ pub fn parse_conformance_dir(out: &Path) -> Vec<ConformanceCheck> {
                 status: c["status"].as_str().unwrap_or("?").to_owned(),
                 error: c["errorMessage"].as_str().map(str::to_owned),
                 description: c["description"].as_str().map(str::to_owned),
+                details: c.get("details").cloned(),
             });
         }
     }
@@ -124,4 +141,26 @@ pub fn tally(checks: &[ConformanceCheck]) -> String {
         }
     }
     s
+}
+
+/// `tests/interop/python/everything_server.py`: a server on the official Python SDK that
+/// serves both eras on one endpoint and implements what the conformance suite's server
+/// scenarios ask for, on 127.0.0.1 and a free port.
+pub struct PythonEverything {
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl PythonEverything {
+    pub async fn start(interop: &Interop) -> PythonEverything {
+        let script = interop.path("python/everything_server.py");
+        let mut proc = Proc::spawn("everything_server.py", interop.python_command([script.as_os_str()]));
+        let url = proc
+            .wait_for_line(Stream::Stdout, START_TIMEOUT, "`listening on http://...`", |l| {
+                l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
+            })
+            .await;
+        PythonEverything { proc, url }
+    }
 }

@@ -4,6 +4,7 @@
 //!   variables that `tests/run` exports (`SEAWALL_TEST_NODE`, `SEAWALL_TEST_PYTHON`,
 //!   `SEAWALL_TEST_INTEROP_DIR`). Missing ones fail the test, never skip it.
 //! * [`Seawall`]: the gateway binary with a generated config, started on port 0.
+//! * [`StdioSeawall`]: `seawall stdio` launched as a stdio MCP server, its stdout kept raw.
 //! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (Streamable HTTP at
 //!   `/mcp`, HTTP+SSE at `/sse`).
 //! * [`Everything`]: the reference server `@modelcontextprotocol/server-everything`.
@@ -23,11 +24,12 @@ mod interop;
 mod process;
 mod redis_server;
 mod seawall;
+mod stdio;
 mod upstreams;
 
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
-pub use self::{conformance::*, interop::*, process::*, redis_server::*, seawall::*, upstreams::*};
+pub use self::{conformance::*, interop::*, process::*, redis_server::*, seawall::*, stdio::*, upstreams::*};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

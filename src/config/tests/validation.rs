@@ -133,6 +133,13 @@ fn the_sse_transport_is_for_single_http_upstreams() {
         "upstreams[0].endpoints",
         "replicas are balanced over Streamable HTTP only",
     );
+    assert_one(
+        &["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: modern"],
+        5,
+        "upstreams[0].protocol",
+        "speaks the session era (`legacy`) only",
+    );
+    ok(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: legacy"]);
     let found = issues(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: websocket"]);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_issue(&found[0], 4, "upstreams[0].transport", "unknown variant `websocket`");

@@ -1,9 +1,13 @@
-//! Streamable HTTP upstreams (legacy session era): one [`HttpLink`] per client session,
-//! all sharing one pooled [`reqwest::Client`] per upstream.
+//! Streamable HTTP upstreams: one [`HttpLink`] per client session, all sharing one
+//! pooled [`reqwest::Client`] per upstream. A link speaks the session era
+//! (`initialize`, `Mcp-Session-Id`) or, with a server that answers `server/discover`,
+//! the stateless modern era (`modern.rs`); `protocol: auto` remembers which per
+//! upstream.
 
+mod modern;
 mod stream;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -15,6 +19,7 @@ use parking_lot::Mutex;
 use super::LinkShared;
 use super::cancel::CancelGuard;
 use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use crate::config::UpstreamProtocol;
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
@@ -30,10 +35,16 @@ pub(crate) struct HttpUpstream {
     url: reqwest::Url,
     headers: HeaderMap,
     max_message_bytes: usize,
+    /// The era to speak (`protocol:`).
+    protocol: UpstreamProtocol,
+    /// With `protocol: auto`, the era the last handshake found (`modern::UNKNOWN`,
+    /// `LEGACY` or `MODERN`).
+    detected: AtomicU8,
 }
 
 impl HttpUpstream {
-    /// Builds the upstream and its pooled client.
+    /// Builds the upstream and its pooled client, speaking the session era; see
+    /// [`HttpUpstream::speaking`].
     pub(crate) fn new(
         name: &str,
         url: &str,
@@ -51,7 +62,33 @@ impl HttpUpstream {
             .tcp_nodelay(true)
             .build()?;
         let url = reqwest::Url::parse(url)?;
-        Ok(HttpUpstream { name: Arc::from(name), client, url, headers: map, max_message_bytes })
+        Ok(HttpUpstream {
+            name: Arc::from(name),
+            client,
+            url,
+            headers: map,
+            max_message_bytes,
+            protocol: UpstreamProtocol::Legacy,
+            detected: AtomicU8::new(modern::UNKNOWN),
+        })
+    }
+
+    /// The same upstream, speaking `protocol`.
+    pub(crate) fn speaking(mut self, protocol: UpstreamProtocol) -> HttpUpstream {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Remembers what a handshake found (`protocol: auto`).
+    fn remember(&self, era: u8) {
+        if self.protocol == UpstreamProtocol::Auto && self.detected.swap(era, Ordering::Relaxed) != era {
+            let name = match era {
+                modern::MODERN => "modern (2026-07-28)",
+                modern::LEGACY => "legacy (initialize)",
+                _ => "unknown: detect again",
+            };
+            tracing::info!(upstream = %self.name, era = name, "upstream protocol era");
+        }
     }
 }
 
@@ -62,6 +99,8 @@ struct SessionState {
     init: Option<Arc<InitResult>>,
     /// Bumped on every successful handshake, so concurrent callers re-initialise once.
     generation: u64,
+    /// The link speaks the modern era: no session, one self-contained POST per request.
+    modern: bool,
 }
 
 /// One MCP session with a Streamable HTTP upstream.
@@ -79,6 +118,15 @@ pub(crate) struct HttpLink {
     /// The handshake is complete, so a GET stream may open.
     ready: AtomicBool,
     closed: AtomicBool,
+    /// The envelope of modern requests (the client's capabilities and info).
+    envelope: serde_json::Map<String, serde_json::Value>,
+    /// Input requests of modern calls waiting for a legacy client's answer.
+    inputs: modern::Inputs,
+    /// Modern: the log level a legacy client set (`logging/setLevel`), sent in the
+    /// envelope of every later request.
+    log_level: Mutex<Option<String>>,
+    /// Modern: the resources a legacy client subscribed to, listened for.
+    subscriptions: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What a POST produced.
@@ -97,10 +145,15 @@ impl HttpLink {
         up: Arc<HttpUpstream>,
         init_params: InitParams,
     ) -> Result<Arc<HttpLink>, UpstreamError> {
+        let envelope = modern::envelope(&init_params);
         let link = Arc::new_cyclic(|me| HttpLink {
             me: me.clone(),
             up,
             shared: LinkShared::default(),
+            envelope,
+            inputs: modern::Inputs::default(),
+            log_level: Mutex::new(None),
+            subscriptions: Mutex::new(std::collections::BTreeSet::new()),
             init_params,
             state: Mutex::new(SessionState::default()),
             reinit: tokio::sync::Mutex::new(()),
@@ -122,7 +175,33 @@ impl HttpLink {
         self.state.lock().clone()
     }
 
+    /// The era's handshake: `server/discover` when the modern era is tried (falling back
+    /// to `initialize` with `protocol: auto`), else `initialize`.
     async fn handshake(self: &Arc<Self>) -> Result<(), UpstreamError> {
+        if self.tries_modern() {
+            match self.discover().await {
+                Ok(()) => {
+                    self.up.remember(modern::MODERN);
+                    self.ready.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
+                Err(e) if self.up.protocol == UpstreamProtocol::Modern => return Err(e),
+                Err(e) => tracing::debug!(upstream = %self.up.name, error = %e, "not a modern upstream; initialising"),
+            }
+        }
+        match self.initialize().await {
+            Ok(()) => {
+                self.up.remember(modern::LEGACY);
+                Ok(())
+            }
+            Err(e) => {
+                self.up.remember(modern::UNKNOWN);
+                Err(e)
+            }
+        }
+    }
+
+    async fn initialize(self: &Arc<Self>) -> Result<(), UpstreamError> {
         let id = fresh_id();
         let body = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
         let resp = self.post(body, &SessionState::default()).await.map_err(handshake_error)?;
@@ -160,6 +239,12 @@ impl HttpLink {
 
     /// Opens the standalone GET stream, once: called when the client opens its own.
     pub(crate) fn want_get_stream(self: &Arc<Self>) {
+        if self.snapshot().modern {
+            if !self.get_wanted.swap(true, Ordering::SeqCst) {
+                self.relisten();
+            }
+            return;
+        }
         if !self.get_wanted.swap(true, Ordering::SeqCst) && self.ready.load(Ordering::SeqCst) {
             self.start_get_stream();
         }
@@ -178,6 +263,10 @@ impl HttpLink {
     /// Sends a request and waits for its answer.
     pub(crate) async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
+        let state = self.snapshot();
+        if state.modern {
+            return self.call_modern(call, &state).await;
+        }
         let mut reinitialised = false;
         loop {
             let state = self.snapshot();
@@ -222,14 +311,25 @@ impl HttpLink {
         }
     }
 
-    /// Sends a notification.
+    /// Sends a notification. A modern upstream takes none (a call is cancelled by
+    /// closing its stream): nothing is sent.
     pub(crate) async fn notify(self: &Arc<Self>, n: Notification) -> Result<(), UpstreamError> {
+        if self.snapshot().modern {
+            return Ok(());
+        }
         let body = jsonrpc::encode_notification(&n.method, n.params.as_deref());
         self.send_one_way(body).await
     }
 
-    /// Answers a server-initiated request.
+    /// Answers a server-initiated request (for a modern upstream: an input request of
+    /// one of its calls).
     pub(crate) async fn respond(self: &Arc<Self>, id: Id, body: Reply) -> Result<(), UpstreamError> {
+        if self.snapshot().modern {
+            if !self.answer_input(&id, body) {
+                tracing::debug!(upstream = %self.up.name, %id, "ignored an answer to an input request nobody waits for");
+            }
+            return Ok(());
+        }
         let body = jsonrpc::encode_reply(Some(&id), &body);
         self.send_one_way(body).await
     }
@@ -270,6 +370,15 @@ impl HttpLink {
     }
 
     async fn post(&self, body: String, state: &SessionState) -> Result<reqwest::Response, UpstreamError> {
+        self.post_with(body, state, &[]).await
+    }
+
+    async fn post_with(
+        &self,
+        body: String,
+        state: &SessionState,
+        extra: &[(&'static str, String)],
+    ) -> Result<reqwest::Response, UpstreamError> {
         let mut req = self
             .up
             .client
@@ -282,6 +391,9 @@ impl HttpLink {
         }
         if let Some(v) = &state.version {
             req = req.header(VERSION_HEADER, v);
+        }
+        for (name, value) in extra {
+            req = req.header(*name, value);
         }
         req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))
     }

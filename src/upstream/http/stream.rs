@@ -41,11 +41,24 @@ impl HttpLink {
         if status == http::StatusCode::ACCEPTED || status == http::StatusCode::NO_CONTENT {
             return Ok(Outcome::Accepted);
         }
-        if !status.is_success() {
-            return Err(status_error(&resp));
-        }
         let content_type =
             resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        if !status.is_success() {
+            // A modern upstream answers envelope and parameter errors (400) and unknown
+            // methods (404) with the JSON-RPC error itself.
+            if state.modern && status.is_client_error() && content_type.starts_with("application/json") {
+                let retry = status_error(&resp);
+                let body = read_bounded(resp, self.up.max_message_bytes).await?;
+                if let Ok(text) = std::str::from_utf8(&body)
+                    && let Ok(Message::Response(r)) = jsonrpc::decode(text)
+                    && &r.id == id
+                {
+                    return Ok(Outcome::Reply(r.body));
+                }
+                return Err(retry);
+            }
+            return Err(status_error(&resp));
+        }
         if content_type.starts_with("text/event-stream") {
             if let Some(sink) = related {
                 sink.send(UpstreamEvent::Streaming);
@@ -117,7 +130,7 @@ impl HttpLink {
     }
 
     /// Handles one SSE event; returns the answer when it is the response to `id`.
-    fn dispatch_event(
+    pub(super) fn dispatch_event(
         self: &Arc<Self>,
         event: &sse::Event,
         id: Option<&Id>,

@@ -32,6 +32,7 @@ fn init() -> InitParams {
         protocol_version: "2024-11-05".into(),
         capabilities: json!({}),
         client_info: json!({"name": "t", "version": "1"}),
+        modern_client: false,
     }
 }
 

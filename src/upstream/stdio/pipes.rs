@@ -1,15 +1,16 @@
-//! The child's pipes: stdout read as bounded lines and routed, stdin written line by
-//! line, stderr logged.
+//! The child's pipes: stdout read as bounded lines and routed, stdin written one line per
+//! message, stderr logged.
 
 use std::sync::{Arc, Weak};
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::{Proc, StdioLink};
 use crate::call::{EventSink, Reply, UpstreamEvent};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::method;
+use crate::ndjson::{Line, framed, read_line_bounded};
 
 /// Longest stderr line logged; the rest is cut.
 const MAX_STDERR_LINE: usize = 8 * 1024;
@@ -87,8 +88,8 @@ fn answer(proc: &Proc, id: &Id, body: Reply) {
 }
 
 pub(super) async fn write_lines(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<String>) {
-    while let Some(mut line) = rx.recv().await {
-        line.push('\n');
+    while let Some(message) = rx.recv().await {
+        let line = framed(&message);
         if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
             return;
         }
@@ -108,83 +109,5 @@ pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + U
                 tracing::info!(target: "seawall::upstream::stderr", upstream = %name, "{}", text.trim_end());
             }
         }
-    }
-}
-
-/// The outcome of reading one line.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Line {
-    /// A complete line (without its terminator) is in the buffer.
-    Text,
-    /// The line exceeded the limit; it was read and discarded.
-    TooLong,
-    /// End of input.
-    Eof,
-}
-
-/// Reads one `\n`-terminated line into `buf` without ever holding more than `limit` bytes.
-pub(super) async fn read_line_bounded(
-    reader: &mut (impl AsyncBufRead + Unpin),
-    buf: &mut Vec<u8>,
-    limit: usize,
-) -> Line {
-    buf.clear();
-    let mut too_long = false;
-    loop {
-        let chunk = match reader.fill_buf().await {
-            Ok(c) => c,
-            Err(_) => return Line::Eof,
-        };
-        if chunk.is_empty() {
-            return if buf.is_empty() && !too_long {
-                Line::Eof
-            } else if too_long {
-                Line::TooLong
-            } else {
-                Line::Text
-            };
-        }
-        let (part, done) = match chunk.iter().position(|b| *b == b'\n') {
-            Some(i) => (&chunk[..i], Some(i + 1)),
-            None => (chunk, None),
-        };
-        if !too_long {
-            if buf.len() + part.len() > limit {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(part);
-            }
-        }
-        let consumed = done.unwrap_or(chunk.len());
-        reader.consume(consumed);
-        if done.is_some() {
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            return if too_long { Line::TooLong } else { Line::Text };
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio::io::BufReader;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn bounded_lines_skip_over_long_ones_and_keep_going() {
-        let data: &[u8] = b"short\r\n0123456789abcdef\nnext\nlast";
-        let mut reader = BufReader::with_capacity(4, data);
-        let mut buf = Vec::new();
-        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
-        assert_eq!(buf, b"short");
-        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::TooLong);
-        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
-        assert_eq!(buf, b"next");
-        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
-        assert_eq!(buf, b"last");
-        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Eof);
     }
 }

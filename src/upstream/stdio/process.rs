@@ -13,12 +13,13 @@ use tokio::sync::mpsc;
 
 use parking_lot::Mutex;
 
-use super::pipes::{Line, log_stderr, read_line_bounded, read_stdout, write_lines};
+use super::pipes::{log_stderr, read_stdout, write_lines};
 use super::{Proc, ProcState, StdioLink, StdioUpstream};
 use crate::call::{UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::init::InitResult;
 use crate::mcp::method;
+use crate::ndjson::{Line, read_line_bounded};
 
 /// A process that served this long after its handshake was healthy: the next restart
 /// comes after the base delay, not a longer one. Only a process that keeps dying before
