@@ -1,7 +1,7 @@
 //! Interop over HTTP+SSE (the transport of protocol version 2024-11-05): the official
-//! TypeScript SDK's `SSEClientTransport` through the real seawall binary, in front of the
-//! demo upstream (stdio, Streamable HTTP and HTTP+SSE) and of a server on the official
-//! Python SDK's HTTP+SSE transport.
+//! TypeScript SDK's `SSEClientTransport` and the Python SDK's `sse_client` through the
+//! real seawall binary, in front of the demo upstream (stdio, Streamable HTTP and
+//! HTTP+SSE) and of a server on the official Python SDK's HTTP+SSE transport.
 //!
 //! They need what `tests/run` installs (Node 22, the npm peers, the Python venv) and fail,
 //! rather than skip, without it: `bash tests/run --test interop_sse`.
@@ -54,6 +54,37 @@ async fn typescript_sse_client_through_seawall() {
         &["--upstream", "", "--sampling"],
     )
     .await;
+}
+
+/// The Python SDK's `sse_client` at seawall's `/sse` and `/mcp/old/sse`, in front of the
+/// demo over HTTP+SSE (`old`), in the SDK's default mode (`auto`: it asks
+/// `server/discover` on the stream before `initialize`, is refused, and falls back to the
+/// handshake) and in `legacy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sse_client_through_seawall() {
+    let interop = Interop::from_env();
+    let old = DemoUpstream::start(false, &[]).await;
+    let seawall = Seawall::start(&config_yaml(&[Upstream::sse("old", &old.sse_url())], "")).await;
+    let root = seawall.url.trim_end_matches("/mcp").to_owned();
+    let script = interop.path("python/sse_client_test.py");
+    for (url, upstream, mode) in [
+        (format!("{root}/sse"), "old", "auto"),
+        (format!("{root}/sse"), "old", "legacy"),
+        (format!("{root}/mcp/old/sse"), "", "auto"),
+    ] {
+        let argv: Vec<OsString> = vec![
+            script.clone().into(),
+            url.clone().into(),
+            "--upstream".into(),
+            upstream.into(),
+            "--mode".into(),
+            mode.into(),
+        ];
+        let what = format!("python sse client {url} ({mode})");
+        run_script(&what, interop.python_command(argv), SCRIPT_TIMEOUT)
+            .await
+            .assert_success(&format!("{what} (tests/interop/python/sse_client_test.py)"));
+    }
 }
 
 /// seawall in front of a server on the Python SDK's HTTP+SSE transport (`py`): the
