@@ -51,7 +51,7 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
                     "down"
                 }
             }
-            Connector::Http(_) | Connector::PerSessionStdio(..) => "per-session",
+            Connector::Http(_) | Connector::Sse(_) | Connector::PerSessionStdio(..) => "per-session",
         };
         let mut entry = json!({ "kind": handle.kind(), "state": state });
         if let Connector::Http(pool) = &handle.connector

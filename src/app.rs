@@ -5,10 +5,11 @@
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
 //!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
+//!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
-//!        ─► call::Transport               HTTP session, replicas, or supervised stdio process
+//!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
 
 use std::net::SocketAddr;
@@ -46,6 +47,7 @@ use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 use crate::upstream::settings::UpstreamSettings;
+use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
 mod stdio;
@@ -109,7 +111,8 @@ fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> Upst
         // One attempt: the endpoint of a replicated upstream (not one this request tried),
         // bounded by the deadline and the attempt timeout, counted on its endpoint.
         .layer(AttemptLayer::new(settings.timeouts.attempt))
-        // The link: a Streamable HTTP session, replicas of one, or a supervised process.
+        // The link: a Streamable HTTP session, replicas of one, an HTTP+SSE session, or a
+        // supervised process.
         .service(SendAttempt);
     UpstreamService::new(stack)
 }
@@ -136,6 +139,12 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                     endpoints.push(Arc::new(client));
                 }
                 Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+            }
+            UpstreamKind::Sse { url, headers } => {
+                let client =
+                    SseUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
+                        .with_context(|| format!("upstream {:?}", up.name))?;
+                Connector::Sse(Arc::new(client))
             }
             UpstreamKind::Stdio { command, args, env, cwd, share } => {
                 let stdio = Arc::new(StdioUpstream {
@@ -291,6 +300,7 @@ impl HttpFront {
             max_body_bytes: config.limits.max_body_bytes,
             body_timeout: config.limits.body_timeout,
             closing: tokio_util::sync::CancellationToken::new(),
+            sse: Default::default(),
         };
         let closing = state.closing.clone();
         let mut app = streamable_http::router(state);

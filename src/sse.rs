@@ -159,6 +159,18 @@ pub(crate) fn encode_message(data: &str, id: Option<&str>) -> Bytes {
     Bytes::from(out)
 }
 
+/// Encodes one event of type `event` (e.g. `endpoint`), without an id.
+pub(crate) fn encode_event(event: &str, data: &str) -> Bytes {
+    let mut out = format!("event: {event}\n");
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +205,9 @@ mod tests {
     #[test]
     fn encodes_multiline_data() {
         assert_eq!(&encode_message("a\nb", Some("7"))[..], b"id: 7\nevent: message\ndata: a\ndata: b\n\n");
+        assert_eq!(
+            &encode_event("endpoint", "/messages?sessionId=x")[..],
+            b"event: endpoint\ndata: /messages?sessionId=x\n\n"
+        );
     }
 }

@@ -40,7 +40,8 @@ pub use resilience::{
 };
 pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
 pub use upstream::{
-    Defaults, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind, UpstreamProtocol,
+    Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
+    UpstreamProtocol,
 };
 
 use validate::Problem;

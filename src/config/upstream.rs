@@ -104,6 +104,18 @@ pub enum StdioShare {
     PerSession,
 }
 
+/// How an HTTP upstream (`url`) is spoken to.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpTransport {
+    /// Streamable HTTP (protocol versions 2025-03-26 and later): `url` is the MCP endpoint.
+    #[default]
+    StreamableHttp,
+    /// HTTP+SSE (protocol version 2024-11-05): `url` is the server's event stream, whose
+    /// first event names the URL messages are POSTed to.
+    Sse,
+}
+
 /// Backoff between restarts of a dead stdio process: exponential, doubling from
 /// `base_delay` up to `max_delay`.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
@@ -136,8 +148,8 @@ pub enum UpstreamProtocol {
     Legacy,
 }
 
-/// One MCP server behind the gateway: a stdio process (`command`) or a Streamable HTTP
-/// endpoint (`url`), exactly one of the two.
+/// One MCP server behind the gateway: a stdio process (`command`) or an HTTP server
+/// (`url`, Streamable HTTP or HTTP+SSE), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
@@ -182,6 +194,11 @@ pub struct UpstreamConfig {
     /// use `${VAR}`. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// HTTP: `streamable_http`, or `sse` for a server that speaks only the HTTP+SSE
+    /// transport of protocol version 2024-11-05 (`url` is then its event stream, e.g.
+    /// `http://host/sse`). Default `streamable_http`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub transport: HttpTransport,
     /// HTTP: the protocol era spoken to the server: `auto` (ask `server/discover` in the
     /// modern era 2026-07-28 first, fall back to the `initialize` handshake; the answer
     /// is remembered and asked again after a failed handshake), `modern` or `legacy`.
@@ -252,6 +269,7 @@ impl Default for UpstreamConfig {
             max_processes: default_max_processes(),
             url: None,
             headers: BTreeMap::new(),
+            transport: HttpTransport::default(),
             protocol: UpstreamProtocol::default(),
             endpoints: Vec::new(),
             timeouts: None,
@@ -287,6 +305,13 @@ pub enum UpstreamKind<'a> {
         /// Static headers (already expanded).
         headers: &'a BTreeMap<String, String>,
     },
+    /// An HTTP+SSE server (protocol version 2024-11-05).
+    Sse {
+        /// The URL of its event stream.
+        url: &'a str,
+        /// Static headers (already expanded).
+        headers: &'a BTreeMap<String, String>,
+    },
 }
 
 impl UpstreamConfig {
@@ -295,6 +320,9 @@ impl UpstreamConfig {
     /// stdio command.
     pub fn kind(&self) -> UpstreamKind<'_> {
         match (&self.command, &self.url) {
+            (None, Some(url)) if self.transport == HttpTransport::Sse => {
+                UpstreamKind::Sse { url, headers: &self.headers }
+            }
             (None, Some(url)) => UpstreamKind::Http { url, headers: &self.headers },
             (command, _) => UpstreamKind::Stdio {
                 command: command.as_deref().unwrap_or_default(),

@@ -1,6 +1,6 @@
 //! The Streamable HTTP transport at `/mcp` — legacy sessions here, the modern era
-//! (2026-07-28) in `modern.rs` — plus two test hooks: `POST /admin/drop-sessions` and
-//! `GET /admin/stats`.
+//! (2026-07-28) in `modern.rs` — the HTTP+SSE transport of 2024-11-05 at `/sse` (in
+//! `sse.rs`), plus two test hooks: `POST /admin/drop-sessions` and `GET /admin/stats`.
 //!
 //! A POSTed request is answered with JSON, or with an SSE stream when it will
 //! send messages before its response (progress, sampling, roots, logging,
@@ -64,6 +64,7 @@ pub(crate) fn router(server: DemoServer) -> Router {
     let state = Arc::new(HttpState { server, sessions: Mutex::new(HashMap::new()), parked: Arc::default() });
     Router::new()
         .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
+        .merge(sse::routes())
         .route("/admin/drop-sessions", post(drop_sessions))
         .route("/admin/stats", get(stats))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -84,9 +85,9 @@ impl HttpState {
         self.sessions.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
-    fn create_session(&self) -> Arc<Session> {
+    fn create_session(&self, transport: Transport) -> Arc<Session> {
         let id = format!("{:032x}", rand::random::<u128>());
-        let session = Session::new(Some(id.clone()), Transport::Http);
+        let session = Session::new(Some(id.clone()), transport);
         self.sessions().insert(id, Arc::clone(&session));
         session
     }
@@ -152,7 +153,7 @@ async fn post_mcp(State(state): State<Shared>, headers: HeaderMap, body: Bytes) 
     let request_id = msg.get("id").cloned().unwrap_or(Value::Null);
     let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize") && !request_id.is_null();
     let session = if initialize {
-        state.create_session()
+        state.create_session(Transport::Http)
     } else {
         match state.session(&headers) {
             Ok(session) => session,
@@ -276,6 +277,7 @@ async fn delete_mcp(State(state): State<Shared>, headers: HeaderMap) -> Response
             if let Some(id) = session.id() {
                 state.remove_session(id);
             }
+            state.server.record_session_closed(&session, "DELETE");
             StatusCode::OK.into_response()
         }
         Err(err) => err.response(&Value::Null),
@@ -293,6 +295,8 @@ async fn stats(State(state): State<Shared>) -> Response {
     let sessions = state.sessions().len();
     json_response(StatusCode::OK, &state.server.stats(sessions))
 }
+
+mod sse;
 
 #[cfg(test)]
 mod tests;

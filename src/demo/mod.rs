@@ -1,6 +1,6 @@
 //! `seawall demo-upstream`: a built-in MCP server made to exercise a gateway.
 //!
-//! It speaks MCP over stdio or Streamable HTTP and offers tools that misbehave
+//! It speaks MCP over stdio, Streamable HTTP or HTTP+SSE and offers tools that misbehave
 //! on demand (latency, injected errors, leaky tracebacks, flaky failures,
 //! crashes, huge results), long calls with progress and cancellation, and
 //! server-to-client requests (sampling, roots). With `--record FILE` it appends
@@ -43,8 +43,9 @@ pub struct DemoArgs {
     #[arg(long)]
     pub stdio: bool,
 
-    /// Serve MCP Streamable HTTP at http://ADDR/mcp (port 0 picks a free port);
-    /// prints `listening on http://IP:PORT/mcp` once bound.
+    /// Serve MCP Streamable HTTP at http://ADDR/mcp and HTTP+SSE (2024-11-05) at
+    /// http://ADDR/sse (port 0 picks a free port); prints `listening on
+    /// http://IP:PORT/mcp` once bound.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
 

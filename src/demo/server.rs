@@ -135,6 +135,12 @@ impl DemoServer {
         self.record(session, json!({"event": "http_headers", "names": names, "authorization": authorization}));
     }
 
+    /// Records the end of an HTTP session: `how` is `DELETE`, or `stream` when the
+    /// client closed an HTTP+SSE session's event stream.
+    pub(crate) fn record_session_closed(&self, session: &Session, how: &str) {
+        self.record(session, json!({"event": "session_closed", "by": how}));
+    }
+
     /// Take one incoming message. Requests are spawned (must be called inside a
     /// Tokio runtime); `out` receives messages tied to the request.
     pub(crate) fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {

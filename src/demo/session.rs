@@ -24,6 +24,8 @@ pub(crate) enum Transport {
     Stdio,
     /// Streamable HTTP.
     Http,
+    /// HTTP+SSE (2024-11-05): every answer travels on the session's one event stream.
+    Sse,
 }
 
 /// Where messages to the client go: a stdio writer, a POST's SSE stream or a

@@ -53,7 +53,7 @@ pub(crate) fn plan(config: &Config, nofile: u64) -> Budget {
     let mut per_session = 0u64;
     for up in &config.upstreams {
         match up.kind() {
-            UpstreamKind::Http { .. } => {
+            UpstreamKind::Http { .. } | UpstreamKind::Sse { .. } => {
                 let concurrency = up.concurrency(&config.defaults.concurrency);
                 upstream_fds += concurrency.max_in_flight as u64 * (1 + up.endpoints.len() as u64);
                 per_session += 1;

@@ -4,5 +4,6 @@ pub(crate) mod budget;
 pub(crate) mod listener;
 mod modern;
 pub(crate) mod refusal;
+pub(crate) mod sse_legacy;
 pub(crate) mod stdio;
 pub mod streamable_http;

@@ -180,7 +180,7 @@ impl Refusal {
     }
 
     /// The JSON-RPC error text. A decode error names its own id, when it could read one.
-    fn body(&self, id: Option<&Id>, correlation: &str) -> String {
+    pub(crate) fn body(&self, id: Option<&Id>, correlation: &str) -> String {
         let id = match self {
             Refusal::Malformed(DecodeError::Invalid { id: Some(own), .. }) => Some(own),
             Refusal::Malformed(DecodeError::Parse(_)) => None,

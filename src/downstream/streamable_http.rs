@@ -30,12 +30,12 @@ use crate::policy::origin::OriginPolicy;
 use crate::session::{Scope, Session};
 use crate::sse;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
 /// Interval of SSE comments that keep idle streams (and their proxies) alive.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// `Retry-After` of an `initialize` refused because the session table is full.
-const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
+pub(super) const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Shared state of the HTTP listener.
 #[derive(Clone)]
@@ -52,11 +52,17 @@ pub struct HttpState {
     pub body_timeout: Duration,
     /// Fired when the gateway begins to shut down: GET streams end, so connections drain.
     pub closing: CancellationToken,
+    /// The HTTP+SSE (2024-11-05) sessions, by the `sessionId` of their endpoint URL.
+    pub(crate) sse: Arc<super::sse_legacy::Channels>,
 }
 
-/// The MCP routes.
+/// The MCP routes, with those of HTTP+SSE (2024-11-05).
 pub fn router(state: HttpState) -> Router {
-    Router::new().route("/mcp", any(aggregate)).route("/mcp/{upstream}", any(single)).with_state(state)
+    Router::new()
+        .route("/mcp", any(aggregate))
+        .route("/mcp/{upstream}", any(single))
+        .merge(super::sse_legacy::routes())
+        .with_state(state)
 }
 
 async fn aggregate(State(st): State<HttpState>, req: Request) -> Response {
@@ -68,7 +74,7 @@ async fn single(State(st): State<HttpState>, Path(upstream): Path<String>, req: 
     endpoint(st, scope, req).await
 }
 
-fn info_of(req: &Request) -> RequestInfo {
+pub(super) fn info_of(req: &Request) -> RequestInfo {
     RequestInfo {
         method: req.method().clone(),
         path: req.uri().path().to_owned(),
@@ -114,6 +120,8 @@ async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response
     }
     match parts.method {
         Method::POST => post(&cx, scope, body).await,
+        // No session and no protocol version: an HTTP+SSE (2024-11-05) client.
+        Method::GET if super::sse_legacy::opens_session(&cx.headers) => super::sse_legacy::open(&cx, scope).await,
         Method::GET => get(&cx, scope).await,
         Method::DELETE => delete(&cx, scope).await,
         _ => cx.refuse(Refusal::MethodNotAllowed, None),
@@ -502,7 +510,7 @@ pub(super) fn long_stream(
     sse_headers(Response::new(Body::from_stream(body)))
 }
 
-fn sse_headers(mut resp: Response) -> Response {
+pub(super) fn sse_headers(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

@@ -59,3 +59,10 @@ impl Principal {
         }
     }
 }
+
+/// Whether two requests come from the same caller: both unauthenticated, or the same
+/// credential kind and name (so a client that renews its JWT stays the same caller).
+pub(crate) fn same_caller(a: Option<&Principal>, b: Option<&Principal>) -> bool {
+    let identity = |p: &Principal| (p.credential, Arc::clone(&p.name));
+    a.map(identity) == b.map(identity)
+}

@@ -316,8 +316,7 @@ impl Session {
     /// that opened it (or none, when neither authenticated). Identity is the credential
     /// kind and name, so a client that renews its JWT keeps its session.
     pub fn admits(&self, principal: Option<&Principal>) -> bool {
-        let identity = |p: &Principal| (p.credential, Arc::clone(&p.name));
-        self.principal.get().map(|p| identity(p)) == principal.map(identity)
+        crate::policy::principal::same_caller(self.principal.get().map(|p| &**p), principal)
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).

@@ -27,7 +27,7 @@ pub(crate) const RATE_LIMITED: &str = "seawall_rate_limited_total";
 pub(crate) const ERRORS_REWRITTEN: &str = "seawall_errors_rewritten_total";
 /// Live client sessions.
 pub(crate) const SESSIONS: &str = "seawall_sessions";
-/// stdio upstream process restarts, by upstream.
+/// stdio upstream process restarts and HTTP+SSE upstream streams reopened, by upstream.
 pub(crate) const UPSTREAM_RESTARTS: &str = "seawall_upstream_restarts_total";
 /// Endpoint ejections by outlier detection, by upstream.
 pub(crate) const ENDPOINT_EJECTIONS: &str = "seawall_endpoint_ejections_total";
@@ -179,7 +179,7 @@ pub(crate) fn sessions(n: usize) {
     gauge!(SESSIONS).set(n as f64);
 }
 
-/// A stdio upstream restart.
+/// A stdio upstream restart, or an HTTP+SSE upstream stream reopened.
 pub(crate) fn upstream_restart(upstream: &str) {
     counter!(UPSTREAM_RESTARTS, "upstream" => upstream.to_owned()).increment(1);
 }

@@ -1,8 +1,8 @@
 //! Upstream transports: how seawall talks to the MCP servers behind it.
 //!
 //! Each link implements [`crate::call::Transport`]: a Streamable HTTP session
-//! (`http::HttpLink`), sessions with several replicas (`pool::PoolLink`), or a
-//! supervised child process (`stdio::StdioLink`). Links know nothing of policies; they
+//! (`http::HttpLink`), sessions with several replicas (`pool::PoolLink`), an HTTP+SSE
+//! session (`sse_legacy::SseLink`), or a supervised child process (`stdio::StdioLink`). Links know nothing of policies; they
 //! send a request with a fresh id, deliver what the upstream says about it, and report
 //! failures typed by whether the upstream may have seen the request. Dropping a call's
 //! future cancels it upstream.
@@ -12,6 +12,7 @@ pub(crate) mod http;
 pub(crate) mod pool;
 pub(crate) mod registry;
 pub(crate) mod settings;
+pub(crate) mod sse_legacy;
 pub(crate) mod stdio;
 
 use std::collections::HashMap;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::http::HttpLink;
 use super::pool::{HttpPool, PoolLink};
 use super::settings::UpstreamSettings;
+use super::sse_legacy::{SseLink, SseUpstream};
 use super::stdio::{StdioLink, StdioUpstream};
 use crate::call::{Link, UpstreamError, UpstreamService};
 use crate::mcp::init::InitParams;
@@ -14,6 +15,8 @@ use crate::mcp::init::InitParams;
 pub enum Connector {
     /// Streamable HTTP: one upstream session per client session (per endpoint).
     Http(Arc<HttpPool>),
+    /// HTTP+SSE (2024-11-05): one event stream per client session.
+    Sse(Arc<SseUpstream>),
     /// A child process shared by every client session.
     SharedStdio(Arc<StdioLink>),
     /// A child process per client session, at most as many at once as the semaphore has
@@ -50,6 +53,7 @@ impl UpstreamHandle {
                     Err(_) => Err(UpstreamError::Handshake("no answer to initialize in time".into())),
                 }
             }
+            Connector::Sse(up) => SseLink::connect(Arc::clone(up), init.clone()).await.map(|l| -> Link { l }),
             Connector::SharedStdio(link) => {
                 link.wait_ready().await?;
                 let link: Link = Arc::clone(link) as Link;
@@ -78,6 +82,7 @@ impl UpstreamHandle {
     pub(crate) fn kind(&self) -> &'static str {
         match self.connector {
             Connector::Http(_) => "http",
+            Connector::Sse(_) => "sse",
             Connector::SharedStdio(_) => "stdio-shared",
             Connector::PerSessionStdio(..) => "stdio-per-session",
         }

@@ -5,8 +5,10 @@
 //!   `SEAWALL_TEST_INTEROP_DIR`). Missing ones fail the test, never skip it.
 //! * [`Seawall`]: the gateway binary with a generated config, started on port 0.
 //! * [`StdioSeawall`]: `seawall stdio` launched as a stdio MCP server, its stdout kept raw.
-//! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (HTTP mode).
+//! * [`DemoUpstream`]: `seawall demo-upstream --listen 127.0.0.1:0` (Streamable HTTP at
+//!   `/mcp`, HTTP+SSE at `/sse`).
 //! * [`Everything`]: the reference server `@modelcontextprotocol/server-everything`.
+//! * [`PythonSseServer`]: an MCP server on the Python SDK's HTTP+SSE transport.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
 //! * [`TestDir`]: a temporary directory removed on drop.

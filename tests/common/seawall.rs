@@ -19,6 +19,8 @@ pub enum Upstream {
     Stdio { name: String, command: String, args: Vec<String>, per_session: bool },
     /// A Streamable HTTP upstream.
     Http { name: String, url: String },
+    /// An HTTP+SSE (2024-11-05) upstream: `url` is its event stream.
+    Sse { name: String, url: String },
 }
 
 impl Upstream {
@@ -28,6 +30,10 @@ impl Upstream {
 
     pub fn http(name: &str, url: &str) -> Upstream {
         Upstream::Http { name: name.to_owned(), url: url.to_owned() }
+    }
+
+    pub fn sse(name: &str, url: &str) -> Upstream {
+        Upstream::Sse { name: name.to_owned(), url: url.to_owned() }
     }
 }
 
@@ -56,6 +62,9 @@ pub fn config_yaml(upstreams: &[Upstream], extra: &str) -> String {
             }
             Upstream::Http { name, url } => {
                 let _ = writeln!(y, "  - name: {}\n    url: {}", q(name), q(url));
+            }
+            Upstream::Sse { name, url } => {
+                let _ = writeln!(y, "  - name: {}\n    url: {}\n    transport: sse", q(name), q(url));
             }
         }
     }

@@ -8,7 +8,8 @@ use super::interop::Interop;
 use super::process::{Proc, Stream};
 use super::{START_TIMEOUT, TestDir, seawall_bin};
 
-/// `seawall demo-upstream --listen 127.0.0.1:0 [--record FILE] [ARGS...]`.
+/// `seawall demo-upstream --listen 127.0.0.1:0 [--record FILE] [ARGS...]`: Streamable HTTP
+/// at `/mcp`, HTTP+SSE at `/sse`.
 pub struct DemoUpstream {
     pub proc: Proc,
     /// `http://127.0.0.1:PORT/mcp`.
@@ -21,10 +22,15 @@ pub struct DemoUpstream {
 impl DemoUpstream {
     /// Starts the demo server over HTTP; `record` adds `--record FILE` in a temp dir.
     pub async fn start(record: bool, extra_args: &[&str]) -> DemoUpstream {
+        DemoUpstream::start_at("127.0.0.1:0", record, extra_args).await
+    }
+
+    /// Like [`DemoUpstream::start`], listening on `addr` (to bring one back on its port).
+    pub async fn start_at(addr: &str, record: bool, extra_args: &[&str]) -> DemoUpstream {
         let dir = TestDir::new("demo");
         let record = record.then(|| dir.join("record.jsonl"));
         let mut cmd = Command::new(seawall_bin());
-        cmd.args(["demo-upstream", "--listen", "127.0.0.1:0"]).args(extra_args).current_dir(dir.path());
+        cmd.args(["demo-upstream", "--listen", addr]).args(extra_args).current_dir(dir.path());
         if let Some(r) = &record {
             cmd.arg("--record").arg(r);
         }
@@ -35,6 +41,11 @@ impl DemoUpstream {
             })
             .await;
         DemoUpstream { proc, url, record, dir }
+    }
+
+    /// `http://127.0.0.1:PORT/sse`: the same server over HTTP+SSE (2024-11-05).
+    pub fn sse_url(&self) -> String {
+        self.url.replace("/mcp", "/sse")
     }
 
     /// The `--record` events so far, parsed.
@@ -75,5 +86,26 @@ impl Everything {
             })
             .await;
         Everything { proc, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+}
+
+/// `tests/interop/python/sse_server.py`: an MCP server on the official Python SDK's
+/// HTTP+SSE transport (2024-11-05), on 127.0.0.1 and a free port.
+pub struct PythonSseServer {
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT/sse`.
+    pub url: String,
+}
+
+impl PythonSseServer {
+    pub async fn start(interop: &Interop) -> PythonSseServer {
+        let cmd = interop.python_command([interop.path("python/sse_server.py")]);
+        let mut proc = Proc::spawn("python-sse-server", cmd);
+        let port: u16 = proc
+            .wait_for_line(Stream::Stderr, START_TIMEOUT, "`LISTENING <port>`", |l| {
+                l.trim().strip_prefix("LISTENING ").and_then(|p| p.trim().parse().ok())
+            })
+            .await;
+        PythonSseServer { proc, url: format!("http://127.0.0.1:{port}/sse") }
     }
 }

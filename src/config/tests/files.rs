@@ -54,6 +54,8 @@ fn example_yaml_is_valid_with_token_set() {
     };
     assert_eq!(url, "http://127.0.0.1:18080/mcp");
     assert_eq!(headers["Authorization"], "Bearer dev-token");
+    let legacy = config.upstream("legacy").unwrap();
+    assert!(matches!(legacy.kind(), UpstreamKind::Sse { url: "http://127.0.0.1:18090/sse", .. }));
 
     let auth = config.auth.unwrap_or_default();
     assert_eq!(auth.api_keys[0].name, "ops");

@@ -108,6 +108,44 @@ fn headers_are_rejected_on_stdio_upstreams() {
 }
 
 #[test]
+fn the_sse_transport_is_for_single_http_upstreams() {
+    let config = ok(&["upstreams:", "  - name: old", "    url: http://127.0.0.1:1/sse", "    transport: sse"]);
+    assert!(matches!(
+        config.upstreams[0].kind(),
+        super::super::UpstreamKind::Sse { url: "http://127.0.0.1:1/sse", .. }
+    ));
+    ok(&["upstreams:", "  - name: new", "    url: http://127.0.0.1:1/mcp", "    transport: streamable_http"]);
+    assert_one(
+        &["upstreams:", "  - name: s", "    command: x", "    transport: sse"],
+        4,
+        "upstreams[0].transport",
+        "applies only to HTTP upstreams (`url`), and this one has `command`",
+    );
+    assert_one(
+        &[
+            "upstreams:",
+            "  - name: old",
+            "    url: http://h/sse",
+            "    transport: sse",
+            "    endpoints: [http://g/sse]",
+        ],
+        5,
+        "upstreams[0].endpoints",
+        "replicas are balanced over Streamable HTTP only",
+    );
+    assert_one(
+        &["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: modern"],
+        5,
+        "upstreams[0].protocol",
+        "speaks the session era (`legacy`) only",
+    );
+    ok(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: legacy"]);
+    let found = issues(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: websocket"]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_issue(&found[0], 4, "upstreams[0].transport", "unknown variant `websocket`");
+}
+
+#[test]
 fn url_must_be_http_or_https_with_a_host() {
     for (url, ok_url) in [
         ("http://127.0.0.1:18080/mcp", true),

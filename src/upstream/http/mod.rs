@@ -495,14 +495,14 @@ fn send_cancel(link: &Weak<HttpLink>, id: Id) {
     }
 }
 
-fn handshake_error(e: UpstreamError) -> UpstreamError {
+pub(super) fn handshake_error(e: UpstreamError) -> UpstreamError {
     match e {
         UpstreamError::Connect(m) => UpstreamError::Connect(m),
         other => UpstreamError::Handshake(other.to_string()),
     }
 }
 
-fn status_error(resp: &reqwest::Response) -> UpstreamError {
+pub(super) fn status_error(resp: &reqwest::Response) -> UpstreamError {
     let retry_after = resp
         .headers()
         .get(RETRY_AFTER)

@@ -1,0 +1,322 @@
+//! HTTP+SSE upstreams (the transport of protocol version 2024-11-05): one [`SseLink`]
+//! per client session.
+//!
+//! The link GETs the server's event stream, whose first event (`endpoint`) names the URL
+//! to POST messages to; every answer and server message then arrives as a `message`
+//! event on that one stream, and answers are matched to calls by id. When the stream
+//! drops, the calls waiting on it fail at once (the connection broke, so only idempotent
+//! ones are retried), and the link opens a new stream — a new upstream session,
+//! initialised again — with backoff; calls arriving meanwhile wait for it, up to the
+//! connect timeout. Closing the link closes the stream, which ends the upstream session.
+//!
+//! This file holds the link calls use; `stream` opens the event stream, performs the
+//! handshake, reads and routes events, and reopens the stream when it drops.
+
+mod stream;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, oneshot, watch};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::LinkShared;
+use super::cancel::CancelGuard;
+use super::http::status_error;
+use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use crate::jsonrpc::{self, Id, Notification};
+use crate::mcp::init::{InitParams, InitResult};
+use crate::mcp::{meta, method};
+
+/// One configured HTTP+SSE upstream: the URL of its event stream, static headers and
+/// the connection pool its POSTs share.
+pub(crate) struct SseUpstream {
+    /// The upstream's name (for logs).
+    pub name: Arc<str>,
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    max_message_bytes: usize,
+    connect_timeout: Duration,
+}
+
+impl SseUpstream {
+    /// Builds the upstream and its pooled client.
+    pub(crate) fn new(
+        name: &str,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        connect_timeout: Duration,
+        max_message_bytes: usize,
+    ) -> anyhow::Result<SseUpstream> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            map.insert(HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
+        }
+        // No overall timeout: the event stream lives as long as the session. Keep-alive
+        // probes notice a peer that vanished without closing the connection.
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_keepalive(Duration::from_secs(30))
+            .tcp_nodelay(true)
+            .build()?;
+        let url = reqwest::Url::parse(url)?;
+        Ok(SseUpstream { name: Arc::from(name), client, url, headers: map, max_message_bytes, connect_timeout })
+    }
+}
+
+/// One open event stream: where to POST, and the calls waiting for answers on it.
+struct Conn {
+    /// The URL the `endpoint` event named.
+    endpoint: reqwest::Url,
+    pending: Mutex<HashMap<Id, Pending>>,
+    /// Fired when the stream is gone (closed by either side, or refused by a POST).
+    lost: CancellationToken,
+    reader: Mutex<Option<AbortHandle>>,
+}
+
+/// A call waiting for its answer.
+struct Pending {
+    tx: oneshot::Sender<Reply>,
+    /// Where the call's related messages go (`None` for the handshake).
+    related: Option<EventSink>,
+}
+
+impl Conn {
+    /// Ends the stream: stops its reader and fails every call waiting on it. Idempotent.
+    fn shut(&self) {
+        self.lost.cancel();
+        if let Some(reader) = self.reader.lock().take() {
+            reader.abort();
+        }
+        let waiting: Vec<Pending> = self.pending.lock().drain().map(|(_, p)| p).collect();
+        drop(waiting);
+    }
+}
+
+/// The link's state as calls see it.
+#[derive(Clone)]
+enum Phase {
+    /// The stream is open and the upstream session initialised.
+    Ready(Arc<Conn>),
+    /// No stream; the reason, for calls that give up waiting.
+    Down(String),
+    /// The client session ended.
+    Closed,
+}
+
+/// One client session's HTTP+SSE session with an upstream.
+pub(crate) struct SseLink {
+    me: Weak<SseLink>,
+    up: Arc<SseUpstream>,
+    shared: LinkShared,
+    init_params: InitParams,
+    phase: watch::Sender<Phase>,
+    /// The initialize result of the last upstream session.
+    init: Mutex<Option<Arc<InitResult>>>,
+    /// A call is waiting for the stream: reopen it now rather than after the backoff.
+    wake: Arc<Notify>,
+    supervisor: Mutex<Option<AbortHandle>>,
+}
+
+impl SseLink {
+    /// Opens the event stream and initialises the upstream session, within the connect
+    /// timeout; from then on the stream is reopened whenever it drops.
+    pub(crate) async fn connect(up: Arc<SseUpstream>, init_params: InitParams) -> Result<Arc<SseLink>, UpstreamError> {
+        let link = Arc::new_cyclic(|me| SseLink {
+            me: me.clone(),
+            up,
+            shared: LinkShared::default(),
+            init_params,
+            phase: watch::channel(Phase::Down("the event stream is not open yet".into())).0,
+            init: Mutex::new(None),
+            wake: Arc::new(Notify::new()),
+            supervisor: Mutex::new(None),
+        });
+        let conn = link.establish().await?;
+        link.set_phase(Phase::Ready(Arc::clone(&conn)));
+        let task = tokio::spawn(stream::supervise(Arc::downgrade(&link), conn));
+        *link.supervisor.lock() = Some(task.abort_handle());
+        Ok(link)
+    }
+
+    /// The upstream's initialize result.
+    pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
+        self.init.lock().clone()
+    }
+
+    /// Moves to `next` unless the link is closed; false when it is.
+    fn set_phase(&self, next: Phase) -> bool {
+        self.phase.send_if_modified(|phase| {
+            if matches!(phase, Phase::Closed) {
+                return false;
+            }
+            *phase = next;
+            true
+        })
+    }
+
+    /// Waits for an open stream, at most `limit`; a link that is down is woken so that it
+    /// reopens its stream now.
+    async fn ready(&self, limit: Duration) -> Result<Arc<Conn>, UpstreamError> {
+        let mut rx = self.phase.subscribe();
+        let wait = async {
+            loop {
+                match &*rx.borrow_and_update() {
+                    Phase::Ready(conn) if !conn.lost.is_cancelled() => return Ok(Arc::clone(conn)),
+                    Phase::Closed => return Err(UpstreamError::SessionLost("the session is closed".into())),
+                    Phase::Ready(_) | Phase::Down(_) => self.wake.notify_one(),
+                }
+                if rx.changed().await.is_err() {
+                    return Err(UpstreamError::NotRunning("the link stopped".into()));
+                }
+            }
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(conn) => conn,
+            Err(_) => Err(UpstreamError::Connect(match &*self.phase.borrow() {
+                Phase::Down(why) => why.clone(),
+                _ => "the event stream did not reopen in time".into(),
+            })),
+        }
+    }
+
+    /// How long a call may wait for the stream: the connect timeout, within its deadline.
+    fn wait_limit(&self, call: &UpstreamCall) -> Duration {
+        let deadline = call.attempt_deadline.unwrap_or_else(|| call.clock.deadline());
+        deadline.saturating_duration_since(tokio::time::Instant::now()).min(self.up.connect_timeout)
+    }
+
+    /// Sends a request and waits for its answer on the stream.
+    async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        let conn = self.ready(self.wait_limit(call)).await?;
+        let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
+        let id = fresh_id();
+        let (tx, rx) = oneshot::channel();
+        conn.pending.lock().insert(id.clone(), Pending { tx, related: Some(call.events.clone()) });
+        if conn.lost.is_cancelled() {
+            // The stream went between `ready` and now: nothing was sent.
+            conn.pending.lock().remove(&id);
+            return Err(UpstreamError::Connect("the upstream's event stream just closed".into()));
+        }
+        let (link, weak_conn, sent) = (self.me.clone(), Arc::downgrade(&conn), id.clone());
+        let mut guard = CancelGuard::new(move |abandoned| end_call(&link, &weak_conn, sent, abandoned));
+        let body = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
+        if let Err(e) = self.post(&conn, body).await {
+            // Refused or not delivered: there is nothing upstream to cancel.
+            guard.disarm();
+            return Err(e);
+        }
+        let reply = rx.await;
+        guard.disarm();
+        reply.map_err(|_| UpstreamError::Io("the upstream's event stream closed before the answer arrived".into()))
+    }
+
+    /// POSTs a notification or an answer, once the stream is open.
+    async fn send_one_way(&self, body: String) -> Result<(), UpstreamError> {
+        let conn = self.ready(self.up.connect_timeout).await?;
+        self.post(&conn, body).await
+    }
+
+    /// POSTs one message to the stream's endpoint. Any 2xx is success (servers answer 202);
+    /// a 404 means the upstream forgot the session, so the stream is reopened.
+    async fn post(&self, conn: &Conn, body: String) -> Result<(), UpstreamError> {
+        let resp = self
+            .up
+            .client
+            .post(conn.endpoint.clone())
+            .headers(self.up.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| UpstreamError::from_reqwest(&e))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        if status == http::StatusCode::NOT_FOUND {
+            conn.shut();
+            return Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()));
+        }
+        Err(status_error(&resp))
+    }
+
+    /// Closes the stream (the upstream session ends with it) and stops reopening it.
+    pub(crate) async fn close(&self) {
+        let previous = self.phase.send_replace(Phase::Closed);
+        if let Some(task) = self.supervisor.lock().take() {
+            task.abort();
+        }
+        if let Phase::Ready(conn) = previous {
+            conn.shut();
+        }
+    }
+}
+
+impl Drop for SseLink {
+    fn drop(&mut self) {
+        if let Some(task) = self.supervisor.lock().take() {
+            task.abort();
+        }
+        if let Phase::Ready(conn) = &*self.phase.borrow() {
+            conn.shut();
+        }
+    }
+}
+
+impl Transport for SseLink {
+    fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>> {
+        Box::pin(self.call(call))
+    }
+
+    fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(self.send_one_way(jsonrpc::encode_notification(&n.method, n.params.as_deref())))
+    }
+
+    fn respond(&self, _endpoint: Option<u16>, id: Id, body: Reply) -> BoxFuture<'_, Result<(), UpstreamError>> {
+        Box::pin(self.send_one_way(jsonrpc::encode_reply(Some(&id), &body)))
+    }
+
+    fn init_result(&self) -> Option<Arc<InitResult>> {
+        SseLink::init_result(self)
+    }
+
+    fn subscribe(&self, key: u64, sink: EventSink) {
+        self.shared.fanout.subscribe(key, sink);
+    }
+
+    fn unsubscribe(&self, key: u64) {
+        self.shared.fanout.unsubscribe(key);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(SseLink::close(self))
+    }
+}
+
+/// Forgets a call that is over; sends `notifications/cancelled` for one abandoned before
+/// its answer, while its stream is still open.
+fn end_call(link: &Weak<SseLink>, conn: &Weak<Conn>, id: Id, abandoned: bool) {
+    let Some(conn) = conn.upgrade() else { return };
+    conn.pending.lock().remove(&id);
+    if !abandoned || conn.lost.is_cancelled() {
+        return;
+    }
+    let (Some(link), Ok(rt)) = (link.upgrade(), tokio::runtime::Handle::try_current()) else { return };
+    rt.spawn(async move {
+        let params = meta::cancelled_params(&id, "cancelled by the gateway");
+        let body = jsonrpc::encode_notification(method::CANCELLED, Some(&params));
+        if let Err(e) = link.post(&conn, body).await {
+            tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;
