@@ -23,7 +23,7 @@ use tower::ServiceBuilder;
 
 use crate::call::{SendAttempt, UpstreamService};
 use crate::catalog::ToolCatalog;
-use crate::client::{CancelLayer, ClientService};
+use crate::client::{CacheLayer, CancelLayer, ClientService};
 use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
 use crate::downstream::listener::{self, ListenerLimits};
@@ -71,6 +71,7 @@ fn client_stack(
     limits: &LimitsConfig,
     rate_limits: RateLimitLayer,
     authorize: AuthorizeLayer,
+    cache: CacheLayer,
 ) -> ClientService {
     let stack = ServiceBuilder::new()
         // Every failure from any layer below becomes one sanitised answer, with the
@@ -87,6 +88,9 @@ fn client_stack(
         // The client's notifications/cancelled ends the request at once (-32800) and
         // cancels its upstream call.
         .layer(CancelLayer)
+        // Cacheable results with caching hints, kept for their ttlMs when `cache:` is on
+        // (below authorisation: a cached list is filtered per principal like a fresh one).
+        .layer(cache)
         // Which upstream: names, URIs, fan-out and merge of lists; arguments checked
         // against the tool's schema; then that upstream's own stack.
         .service(Routes::new(router));
@@ -230,7 +234,8 @@ impl Core {
         ));
         let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
         let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
-        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
+        let cache = CacheLayer::new(&config.cache);
+        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize, cache);
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer);
         let gateway = Arc::new(Gateway::new(router, client, sessions));

@@ -316,3 +316,40 @@ async fn subscriptions_listen_acknowledges_and_relays_what_the_filter_asks_for()
 async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Value {
     tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a message").expect("open")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_serves_a_public_list_to_every_principal_filtered_for_each() {
+    let remote = DemoUpstream::start(true, &[]).await;
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nupstreams:\n  - name: remote\n    url: {}\n\
+         cache: {{ enabled: true }}\nauth:\n  api_keys:\n    - {{ name: a, key: key-a-0123456789abcdef }}\n    \
+         - {{ name: b, key: key-b-0123456789abcdef }}\nauthorization:\n  rules:\n    \
+         - {{ principals: [a], allow: {{ tools: [echo] }} }}\n    - {{ principals: [a], deny: {{ tools: ['*'] }} }}\n",
+        remote.url
+    );
+    let gw = Seawall::start(&yaml).await;
+    let url = gw.upstream_url("remote");
+    let names = |reply: &Reply| -> Vec<String> {
+        let tools = reply.result()["tools"].as_array().cloned().unwrap_or_default();
+        tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+    };
+    let list = |key: &'static str| {
+        let url = url.clone();
+        async move {
+            let auth = format!("Bearer {key}");
+            send(&url, json!(1), "tools/list", json!({}), &[("authorization", auth.as_str())]).await
+        }
+    };
+    let a = list("key-a-0123456789abcdef").await;
+    let b = list("key-b-0123456789abcdef").await;
+    let a_again = list("key-a-0123456789abcdef").await;
+    assert_eq!(names(&a), ["echo"], "{}", a.raw);
+    assert!(names(&b).len() > 3 && names(&b).contains(&"sleep".to_owned()), "{}", b.raw);
+    assert_eq!(names(&a_again), ["echo"]);
+    assert_eq!(b.result()["cacheScope"], "public");
+    assert_eq!(count_requests(&remote, "tools/list"), 1, "one upstream listing served all three");
+}
+
+fn count_requests(demo: &DemoUpstream, method: &str) -> usize {
+    demo.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == method).count()
+}

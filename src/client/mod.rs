@@ -5,6 +5,7 @@
 //! - [`Answered`]: the answer the transport encodes, with its HTTP hint.
 //! - [`CancelLayer`]: the client's own cancellation ends its request.
 
+mod cache;
 mod cancel;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use cache::CacheLayer;
 pub use cancel::CancelLayer;
 
 use crate::call::{BoxFuture, GatewayError, Reply, Tagged};

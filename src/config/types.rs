@@ -47,8 +47,30 @@ pub struct Config {
     /// Which principals may use which tools, prompts and resources. Default: everything
     /// allowed.
     pub authorization: AuthorizationConfig,
+    /// The response cache honouring caching hints (`ttlMs`, `cacheScope`). Default: off.
+    pub cache: CacheConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// The response cache: cacheable results that carry `ttlMs > 0` (upstreams of the
+/// modern era send them) are kept for that long, `public` ones for every client of the
+/// endpoint, `private` ones for the same principal (or session) only.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Keep and serve cached results. Default `false`.
+    pub enabled: bool,
+    /// Most results kept; the oldest goes first (count, at least 1). Default `1024`.
+    pub max_entries: usize,
+    /// Largest result kept (bytes). Default `1048576` (1 MiB).
+    pub max_entry_bytes: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { enabled: false, max_entries: 1024, max_entry_bytes: 1 << 20 }
+    }
 }
 
 impl Default for Config {
@@ -65,6 +87,7 @@ impl Default for Config {
             auth: None,
             rate_limits: RateLimitsConfig::default(),
             authorization: AuthorizationConfig::default(),
+            cache: CacheConfig::default(),
             upstreams: Vec::new(),
         }
     }

@@ -59,6 +59,15 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     check_upstreams(&config.upstreams, separator, written, &mut out);
     super::rate_limit::check_rate_limits(&config.rate_limits, &mut out);
     super::authorization::check_authorization(&config.authorization, &mut out);
+    if config.cache.enabled {
+        let at = FieldPath::root().key("cache");
+        if config.cache.max_entries == 0 {
+            out.push(Problem::new(at.key("max_entries"), "must be at least 1"));
+        }
+        if config.cache.max_entry_bytes == 0 {
+            out.push(Problem::new(at.key("max_entry_bytes"), "must be at least 1"));
+        }
+    }
     out
 }
 
