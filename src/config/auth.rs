@@ -8,8 +8,7 @@ use std::time::Duration;
 use http::Uri;
 use serde::{Deserialize, Serialize};
 
-use super::locate::FieldPath;
-use super::validate::Problem;
+use super::locate::{FieldPath, Problem};
 
 /// How clients of the HTTP listener authenticate.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::locate::FieldPath;
-use super::validate::Problem;
+use super::locate::{FieldPath, Problem};
 
 /// Authorisation of client requests. Default: no rules, everything allowed.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]

@@ -5,8 +5,7 @@
 //! `$$` is a literal `$`, and any other `$` is kept as is.
 
 use super::Config;
-use super::locate::FieldPath;
-use super::validate::Problem;
+use super::locate::{FieldPath, Problem};
 
 /// Expands every `env` and `headers` value of every upstream in place, looking
 /// variables up with `lookup`; returns one problem per value that cannot be expanded.

@@ -218,3 +218,16 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         }
     }
 }
+
+/// One failed check: the field it concerns and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub(crate) path: FieldPath,
+    pub(crate) message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(path: FieldPath, message: impl Into<String>) -> Self {
+        Problem { path, message: message.into() }
+    }
+}

@@ -44,7 +44,7 @@ pub use upstream::{
     UpstreamProtocol,
 };
 
-use validate::Problem;
+use locate::Problem;
 
 impl Config {
     /// Reads, expands and validates the configuration file at `path`, taking `${VAR}`

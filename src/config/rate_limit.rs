@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::locate::FieldPath;
-use super::validate::Problem;
+use super::locate::{FieldPath, Problem};
 
 /// Rate limits on client requests. Default: no limits.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

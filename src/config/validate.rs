@@ -9,24 +9,11 @@ use std::time::Duration;
 use http::uri::{Authority, Uri};
 use http::{HeaderName, HeaderValue};
 
-use super::locate::FieldPath;
+use super::locate::{FieldPath, Problem};
 use super::{
     BreakerConfig, ConcurrencyConfig, Config, HttpTransport, RestartConfig, RetryConfig, StdioShare, Timeouts,
     UpstreamConfig, UpstreamProtocol,
 };
-
-/// One failed check: the field it concerns and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Problem {
-    pub(crate) path: FieldPath,
-    pub(crate) message: String,
-}
-
-impl Problem {
-    pub(crate) fn new(path: FieldPath, message: impl Into<String>) -> Self {
-        Problem { path, message: message.into() }
-    }
-}
 
 /// Upstream fields that only mean something for a stdio (`command`) upstream.
 const STDIO_ONLY: [&str; 7] = ["args", "env", "cwd", "share", "restart", "shutdown_grace", "max_processes"];
