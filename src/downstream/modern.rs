@@ -123,7 +123,8 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     let principal = cx.principal.clone();
     let id = req.id.clone();
     let out = accept.sse.then_some(out_tx);
-    let request = ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers) };
+    let peer = cx.info.peer.map(|p| p.ip());
+    let request = ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers), peer };
     let run = async move { answer(gateway.handle_modern(request, out, abandoned).await) };
     json_or_stream(run, out_rx, id, Some(guard)).await
 }
@@ -135,7 +136,10 @@ async fn listen(cx: &Cx<'_>, scope: Scope, envelope: modern::Envelope, req: json
         return cx.refuse(Refusal::NotAcceptable { stream: true }, Some(&req.id));
     }
     let gateway = std::sync::Arc::clone(&cx.st.gateway);
-    match gateway.listen(scope, cx.principal.clone(), envelope, req).await {
+    let peer = cx.info.peer.map(|p| p.ip());
+    let request =
+        ModernRequest { scope, principal: cx.principal.clone(), envelope, req, param_headers: Vec::new(), peer };
+    match gateway.listen(request).await {
         Ok(messages) => super::streamable_http::long_stream(messages, cx.st.closing.clone()),
         Err(answer) => json_response(answer.status, answer.body),
     }

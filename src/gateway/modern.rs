@@ -132,6 +132,8 @@ pub(crate) struct ModernRequest {
     pub(crate) req: Request,
     /// Its `Mcp-Param-*` headers (lowercase names, in order).
     pub(crate) param_headers: Vec<(String, String)>,
+    /// The client's address, when the transport knows it.
+    pub(crate) peer: Option<std::net::IpAddr>,
 }
 
 /// The answer to one modern request.
@@ -348,13 +350,13 @@ impl Gateway {
         out: Option<mpsc::Sender<String>>,
         abandoned: CancellationToken,
     ) -> ModernAnswer {
-        let ModernRequest { scope, principal, envelope, req, param_headers } = request;
+        let ModernRequest { scope, principal, envelope, req, param_headers, peer } = request;
         let id = req.id.clone();
         let log_level = requested_log_level(req.params.as_deref());
         if modern::is_removed(&req.method) {
             return ModernAnswer::error(Some(&id), code::METHOD_NOT_FOUND, "Method not found", None);
         }
-        let (session, context) = match self.context(scope, principal, &envelope).await {
+        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -393,20 +395,15 @@ impl Gateway {
     /// request's id under `_meta["io.modelcontextprotocol/subscriptionId"]`. Resource
     /// subscriptions are made upstream for the context, counted, and withdrawn when the
     /// last stream that asked for one closes. `Err`: the request's answer instead.
-    pub(crate) async fn listen(
-        self: Arc<Self>,
-        scope: Scope,
-        principal: Option<Arc<Principal>>,
-        envelope: Envelope,
-        req: Request,
-    ) -> Result<ListenStream, ModernAnswer> {
+    pub(crate) async fn listen(self: Arc<Self>, request: ModernRequest) -> Result<ListenStream, ModernAnswer> {
+        let ModernRequest { scope, principal, envelope, req, peer, .. } = request;
         let id = req.id.clone();
         let filter = jsonrpc::view::<ListenParams>(req.params.as_deref()).map(|p| p.notifications);
         let Some(Value::Object(filter)) = filter else {
             let message = "Invalid params: subscriptions/listen needs params.notifications (an object)";
             return Err(ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None));
         };
-        let (session, context) = match self.context(scope, principal, &envelope).await {
+        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -560,25 +557,28 @@ impl Gateway {
         }
     }
     /// The context for `scope`, `principal` and `envelope`: a live one, or a new one
-    /// whose upstream sessions are opened now.
+    /// whose upstream sessions are opened now, counted against the session caps of
+    /// `peer` (its client's address) like a session it opened. The client info is not
+    /// part of the key (the first client's is what the upstreams are told), so a client
+    /// cannot open a context per request by varying it.
     async fn context(
         &self,
         scope: Scope,
         principal: Option<Arc<Principal>>,
         envelope: &Envelope,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<(Arc<Session>, String), GatewayError> {
         let key = format!(
-            "{scope:?}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+            "{scope:?}\u{0}{}\u{0}{}\u{0}{}",
             principal.as_deref().map(Principal::label).unwrap_or_default(),
             envelope.version,
             envelope.capabilities,
-            envelope.client_info
         );
         if let Some(session) = self.contexts.live(&key) {
             return Ok((session, key));
         }
         let full = |_| GatewayError::Overloaded { scope: "session".into(), retry_after: CONTEXTS_RETRY_AFTER };
-        let reservation = self.sessions.reserve(None).map_err(full)?;
+        let reservation = self.sessions.reserve(peer).map_err(full)?;
         let capabilities = offered_capabilities(&envelope.capabilities);
         // The client info is optional in the envelope; an upstream session needs one.
         let info = if envelope.client_info.is_object() {
