@@ -69,9 +69,13 @@ fn client_stack(
         // Every failure from any layer below becomes one sanitised answer, with the
         // HTTP hint (503 + Retry-After) its transport needs.
         .layer(RewriteLayer::new(rewriter))
-        // Admission: no second initialize, no id twice in flight, and the session's and
-        // the gateway's in-flight caps, all refusing with the same overload answer.
-        .layer(AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session))
+        // Admission: no second initialize, no id twice in flight, and the session's, the
+        // principal's and the gateway's in-flight caps, all refusing with the same
+        // overload answer.
+        .layer(
+            AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session)
+                .with_max_per_principal(limits.max_in_flight_per_principal),
+        )
         // Authorisation rules: a denied name is answered as unknown; lists lose what the
         // principal may not use.
         .layer(authorize)
@@ -212,7 +216,8 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let authorize = AuthorizeLayer::new(&config.authorization);
     let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize);
     let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
-        .with_max_per_peer(config.session.max_sessions_per_peer);
+        .with_max_per_peer(config.session.max_sessions_per_peer)
+        .with_max_per_principal(config.session.max_sessions_per_principal);
     let gateway = Arc::new(Gateway::new(router, client, sessions));
 
     let listener =

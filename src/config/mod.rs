@@ -38,7 +38,7 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
-pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
+pub use types::{Config, CorsConfig, LimitsConfig, SecurityConfig, SessionConfig};
 pub use upstream::{Defaults, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind};
 
 use validate::Problem;

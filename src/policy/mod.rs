@@ -8,4 +8,4 @@ pub mod origin;
 pub mod principal;
 pub mod rate_limit;
 
-pub use principal::Principal;
+pub use principal::{Identity, Principal};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 /// How a principal proved who it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Credential {
     /// A static API key or bearer token from the configuration.
     ApiKey,
@@ -38,4 +38,19 @@ impl Principal {
             Credential::Jwt => format!("sub:{}", self.name),
         }
     }
+
+    /// What stays the same when the principal renews its credential: the credential
+    /// kind and the name. Sessions, per-principal caps and counters are keyed by it.
+    pub fn identity(&self) -> Identity {
+        Identity { credential: self.credential, name: Arc::clone(&self.name) }
+    }
+}
+
+/// A principal's identity: cheap to clone and hash (no allocation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// How it authenticated.
+    pub credential: Credential,
+    /// The API key's name or the JWT's `sub`.
+    pub name: Arc<str>,
 }

@@ -5,6 +5,7 @@ pub mod relay;
 pub mod table;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -93,6 +94,8 @@ pub struct Session {
     /// The principal that opened the session, when clients authenticate: requests of the
     /// session must come from the same one.
     principal: std::sync::OnceLock<Arc<Principal>>,
+    /// The client's address when it opened the session, if the transport has one.
+    peer: std::sync::OnceLock<IpAddr>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -128,6 +131,7 @@ impl Session {
             streaming: std::sync::atomic::AtomicBool::new(false),
             tools_changed: std::sync::OnceLock::new(),
             principal: std::sync::OnceLock::new(),
+            peer: std::sync::OnceLock::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -275,12 +279,21 @@ impl Session {
         self.principal.get()
     }
 
+    /// Records the address the client opened the session from (once).
+    pub fn bind_peer(&self, peer: IpAddr) {
+        let _ = self.peer.set(peer);
+    }
+
+    /// The address the client opened the session from, when the transport has one.
+    pub fn peer(&self) -> Option<IpAddr> {
+        self.peer.get().copied()
+    }
+
     /// Whether a request made as `principal` may use this session: the same principal
     /// that opened it (or none, when neither authenticated). Identity is the credential
     /// kind and name, so a client that renews its JWT keeps its session.
     pub fn admits(&self, principal: Option<&Principal>) -> bool {
-        let identity = |p: &Principal| (p.credential, Arc::clone(&p.name));
-        self.principal.get().map(|p| identity(p)) == principal.map(identity)
+        self.principal.get().map(|p| p.identity()) == principal.map(Principal::identity)
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).
