@@ -7,6 +7,7 @@
 
 mod cancel;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ pub struct ClientRequest {
     pub cancel: CancellationToken,
     /// Who is calling, when clients authenticate (the session's principal).
     pub principal: Option<Arc<Principal>>,
+    /// The client's address, when its transport has one (the address that opened the
+    /// session): what unauthenticated clients are told apart by.
+    pub peer: Option<IpAddr>,
 }
 
 impl ClientRequest {
@@ -63,6 +67,7 @@ impl ClientRequest {
             .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
             .flatten();
         let principal = session.principal().cloned();
+        let peer = session.peer();
         ClientRequest {
             session,
             id,
@@ -71,6 +76,7 @@ impl ClientRequest {
             tool,
             progress,
             principal,
+            peer,
             related,
             cancel: CancellationToken::new(),
         }
