@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
+//!        ─► downstream::cors              CORS preflights and headers (when configured)
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
@@ -24,6 +25,7 @@ use crate::catalog::ToolCatalog;
 use crate::client::{CancelLayer, ClientService};
 use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
+use crate::downstream::cors::CorsLayer;
 use crate::downstream::listener::{self, ListenerLimits};
 use crate::downstream::streamable_http::{self, HttpState};
 use crate::errors::{RewriteLayer, Rewriter};
@@ -32,6 +34,7 @@ use crate::mcp::init::InitParams;
 use crate::policy::admission::AdmissionLayer;
 use crate::policy::auth::Authenticator;
 use crate::policy::authz::AuthorizeLayer;
+use crate::policy::cors::CorsPolicy;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
@@ -226,9 +229,10 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     // Who is calling: checked first on every MCP request, before any session is found.
     let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
     tracing::info!(auth = %auth.describe(), "client authentication");
+    let origin = OriginPolicy::new(&config.security, local);
     let state = HttpState {
         gateway: Arc::clone(&gateway),
-        origin: OriginPolicy::new(&config.security, local),
+        origin: origin.clone(),
         auth: Arc::clone(&auth),
         max_body_bytes: config.limits.max_body_bytes,
         body_timeout: config.limits.body_timeout,
@@ -248,6 +252,12 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     if let Some(metadata) = auth.metadata() {
         let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
         app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
+    }
+    // CORS for browser clients, when configured: around every route, so preflights (which
+    // carry no credentials) are answered before authentication, and every answer to an
+    // allowed origin, refusals included, is readable by its page.
+    if let Some(cors) = CorsPolicy::new(&config.security.cors) {
+        app = app.layer(CorsLayer::new(cors, origin));
     }
     println!("seawall listening on http://{local}/mcp");
 

@@ -3,6 +3,7 @@
 pub mod admission;
 pub(crate) mod auth;
 pub(crate) mod authz;
+pub(crate) mod cors;
 pub(crate) mod glob;
 pub mod origin;
 pub mod principal;
