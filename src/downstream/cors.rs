@@ -97,7 +97,7 @@ impl<S> Cors<S> {
 
 impl<S> Service<Request> for Cors<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S: Service<Request, Response = Response, Error = Infallible>,
     S::Future: Send + 'static,
 {
     type Response = Response;
@@ -121,12 +121,10 @@ where
         }
         let origin = self.admits(&req).then(|| CorsPolicy::origin_of(req.headers()).cloned()).flatten();
         let policy = Arc::clone(&self.policy);
-        // The ready inner service goes with this request; the clone left behind is made
-        // ready by the next `poll_ready`.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // Decided before the call: the inner service is called now, while it is ready.
+        let answer = self.inner.call(req);
         Box::pin(async move {
-            let Ok(mut resp) = inner.call(req).await;
+            let Ok(mut resp) = answer.await;
             let headers: &mut HeaderMap = resp.headers_mut();
             CorsPolicy::add_vary(headers);
             if let Some(origin) = &origin {
