@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tower::ServiceBuilder;
+use tower::{Layer as _, ServiceBuilder};
 
 use crate::call::{SendAttempt, UpstreamService};
 use crate::catalog::ToolCatalog;
@@ -253,12 +253,10 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
         app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
     }
-    // CORS for browser clients, when configured: around every route, so preflights (which
-    // carry no credentials) are answered before authentication, and every answer to an
-    // allowed origin, refusals included, is readable by its page.
-    if let Some(cors) = CorsPolicy::new(&config.security.cors) {
-        app = app.layer(CorsLayer::new(cors, origin));
-    }
+    // CORS for browser clients, when configured: around the whole router, so preflights
+    // (which carry no credentials) are answered before authentication, and every answer
+    // to an allowed origin, refusals included, is readable by its page.
+    let app = CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(app);
     println!("seawall listening on http://{local}/mcp");
 
     let admin = match config.admin_listen {

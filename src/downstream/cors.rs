@@ -1,23 +1,24 @@
 //! CORS on the client listener: the tower layer that applies [`CorsPolicy`] to the MCP
 //! endpoints (`/mcp`, `/mcp/<upstream>`) and the protected-resource metadata.
 //!
-//! It wraps every route, so it runs before authentication: a preflight carries no
+//! It wraps the whole router, so it runs before authentication: a preflight carries no
 //! credentials and is answered here (204, or 403 for an origin not allowed), never by the
 //! endpoint. Every other answer from an allowed origin, refusals included (401, 403, 404,
 //! 429, 503), gets `Access-Control-Allow-Origin` and the exposed headers, so the page can
 //! read why it was refused. The Host/Origin check ([`OriginPolicy`]) applies first, to
 //! preflights as to every request: CORS never admits what DNS-rebinding protection
-//! refuses.
+//! refuses. Without a policy (CORS off) requests pass through untouched; either way the
+//! layer allocates nothing per request.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderValue, Request, StatusCode};
 use axum::response::Response;
-use futures::future::BoxFuture;
 use tower::{Layer, Service};
 
 use super::listener::PeerAddr;
@@ -31,21 +32,22 @@ const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 /// Applies [`Cors`].
 #[derive(Clone, Debug)]
 pub(crate) struct CorsLayer {
-    policy: Arc<CorsPolicy>,
+    policy: Option<Arc<CorsPolicy>>,
     origin: OriginPolicy,
 }
 
 impl CorsLayer {
-    /// The layer for `policy`, checking Host and Origin with `origin` first.
-    pub(crate) fn new(policy: CorsPolicy, origin: OriginPolicy) -> CorsLayer {
-        CorsLayer { policy: Arc::new(policy), origin }
+    /// The layer for `policy` (`None`: CORS off), checking Host and Origin with `origin`
+    /// first.
+    pub(crate) fn new(policy: Option<CorsPolicy>, origin: OriginPolicy) -> CorsLayer {
+        CorsLayer { policy: policy.map(Arc::new), origin }
     }
 }
 
 impl<S> Layer<S> for CorsLayer {
     type Service = Cors<S>;
     fn layer(&self, inner: S) -> Cors<S> {
-        Cors { inner, policy: Arc::clone(&self.policy), origin: self.origin.clone() }
+        Cors { inner, policy: self.policy.clone(), origin: self.origin.clone() }
     }
 }
 
@@ -53,7 +55,7 @@ impl<S> Layer<S> for CorsLayer {
 #[derive(Clone, Debug)]
 pub(crate) struct Cors<S> {
     inner: S,
-    policy: Arc<CorsPolicy>,
+    policy: Option<Arc<CorsPolicy>>,
     origin: OriginPolicy,
 }
 
@@ -66,72 +68,102 @@ fn applies(path: &str) -> bool {
 impl<S> Cors<S> {
     /// The answer to a preflight: 204 with the CORS headers for an allowed origin that
     /// passes the Host/Origin check, else the refusal, without them.
-    fn preflight(&self, req: &Request) -> Response {
+    fn preflight<B>(&self, policy: &CorsPolicy, req: &Request<B>) -> Response {
         let refuse = |refusal: OriginRefusal| {
             let info = RequestInfo {
                 method: req.method().clone(),
                 path: req.uri().path().to_owned(),
                 peer: req.extensions().get::<PeerAddr>().map(|p| p.0),
             };
-            info.refuse(&Refusal::Forbidden(refusal), None)
+            let mut resp = info.refuse(&Refusal::Forbidden(refusal), None);
+            CorsPolicy::add_vary(resp.headers_mut());
+            resp
         };
         if let Err(refusal) = self.origin.check(req.version(), req.uri(), req.headers()) {
             return refuse(refusal);
         }
-        let Some(origin) = CorsPolicy::origin_of(req.headers()).filter(|o| self.policy.allows(o)) else {
+        let Some(origin) = CorsPolicy::origin_of(req.headers()).filter(|o| policy.allows(o)) else {
             return refuse(OriginRefusal::Origin);
         };
         let mut resp = Response::new(Body::empty());
         *resp.status_mut() = StatusCode::NO_CONTENT;
-        *resp.headers_mut() = self.policy.preflight_headers(origin, req.headers());
+        *resp.headers_mut() = policy.preflight_headers(origin, req.headers());
         resp
     }
 
-    /// Whether the answer to this request may carry CORS headers: its origin is allowed
-    /// and passes the Host/Origin check.
-    fn admits(&self, req: &Request) -> bool {
-        CorsPolicy::origin_of(req.headers()).is_some_and(|o| self.policy.allows(o))
-            && self.origin.check(req.version(), req.uri(), req.headers()).is_ok()
+    /// The request's origin when the answer may carry CORS headers: allowed, and passing
+    /// the Host/Origin check.
+    fn admitted_origin<B>(&self, policy: &CorsPolicy, req: &Request<B>) -> Option<HeaderValue> {
+        let origin = CorsPolicy::origin_of(req.headers()).filter(|o| policy.allows(o))?;
+        self.origin.check(req.version(), req.uri(), req.headers()).is_ok().then(|| origin.clone())
     }
 }
 
-impl<S> Service<Request> for Cors<S>
+impl<S, B> Service<Request<B>> for Cors<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+    type Future = CorsFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
-        if !applies(req.uri().path()) {
-            return Box::pin(self.inner.call(req));
-        }
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let Some(policy) = self.policy.as_ref().filter(|_| applies(req.uri().path())) else {
+            return CorsFuture::Inner { inner: self.inner.call(req), mark: None };
+        };
         if CorsPolicy::is_preflight(req.method(), req.headers()) {
-            let mut resp = self.preflight(&req);
-            if resp.status() != StatusCode::NO_CONTENT {
-                CorsPolicy::add_vary(resp.headers_mut());
-            }
-            return Box::pin(std::future::ready(Ok(resp)));
+            return CorsFuture::Answered { response: Some(self.preflight(policy, &req)) };
         }
-        let origin = self.admits(&req).then(|| CorsPolicy::origin_of(req.headers()).cloned()).flatten();
-        let policy = Arc::clone(&self.policy);
+        let mark = Mark { policy: Arc::clone(policy), origin: self.admitted_origin(policy, &req) };
         // Decided before the call: the inner service is called now, while it is ready.
-        let answer = self.inner.call(req);
-        Box::pin(async move {
-            let Ok(mut resp) = answer.await;
-            let headers: &mut HeaderMap = resp.headers_mut();
-            CorsPolicy::add_vary(headers);
-            if let Some(origin) = &origin {
-                policy.add_response_headers(origin, headers);
+        CorsFuture::Inner { inner: self.inner.call(req), mark: Some(mark) }
+    }
+}
+
+/// What an answer gets on its way out: `Vary: Origin`, and the CORS headers for an
+/// admitted origin.
+pub(crate) struct Mark {
+    policy: Arc<CorsPolicy>,
+    origin: Option<HeaderValue>,
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of [`Cors`]: a preflight's own, or the inner service's, marked.
+    #[project = CorsProjection]
+    pub(crate) enum CorsFuture<F> {
+        /// Answered by the layer (a preflight).
+        Answered { response: Option<Response> },
+        /// Answered by the inner service.
+        Inner { #[pin] inner: F, mark: Option<Mark> },
+    }
+}
+
+impl<F> Future for CorsFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            CorsProjection::Answered { response } => {
+                Poll::Ready(Ok(response.take().unwrap_or_else(|| Response::new(Body::empty()))))
             }
-            Ok(resp)
-        })
+            CorsProjection::Inner { inner, mark } => {
+                let Ok(mut resp) = ready!(inner.poll(cx));
+                if let Some(mark) = mark.take() {
+                    CorsPolicy::add_vary(resp.headers_mut());
+                    if let Some(origin) = &mark.origin {
+                        mark.policy.add_response_headers(origin, resp.headers_mut());
+                    }
+                }
+                Poll::Ready(Ok(resp))
+            }
+        }
     }
 }
 

@@ -13,14 +13,14 @@ fn layer() -> CorsLayer {
     let cors = CorsConfig { allowed_origins: vec![APP.into()], max_age: Duration::from_secs(60), ..Default::default() };
     let security = SecurityConfig { cors: cors.clone(), ..Default::default() };
     let origin = OriginPolicy::new(&security, "127.0.0.1:8080".parse().unwrap());
-    CorsLayer::new(CorsPolicy::new(&cors).unwrap(), origin)
+    CorsLayer::new(CorsPolicy::new(&cors), origin)
 }
 
 /// The layer over an endpoint that answers 401 with a challenge, counting its calls.
-fn service() -> (impl Service<Request, Response = Response, Error = Infallible> + Clone, Arc<AtomicUsize>) {
+fn service() -> (impl Service<Request<Body>, Response = Response, Error = Infallible> + Clone, Arc<AtomicUsize>) {
     let reached = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&reached);
-    let inner = service_fn(move |_req: Request| {
+    let inner = service_fn(move |_req: Request<Body>| {
         count.fetch_add(1, Ordering::SeqCst);
         let mut resp = Response::new(Body::from("{}"));
         *resp.status_mut() = StatusCode::UNAUTHORIZED;
@@ -30,7 +30,7 @@ fn service() -> (impl Service<Request, Response = Response, Error = Infallible> 
     (layer().layer(inner), reached)
 }
 
-fn request(method: Method, path: &str, origin: Option<&str>, host: &str) -> Request {
+fn request(method: Method, path: &str, origin: Option<&str>, host: &str) -> Request<Body> {
     let mut b = Request::builder().method(method).uri(path).header(header::HOST, host);
     if let Some(o) = origin {
         b = b.header(header::ORIGIN, o);
@@ -38,7 +38,7 @@ fn request(method: Method, path: &str, origin: Option<&str>, host: &str) -> Requ
     b.body(Body::empty()).unwrap()
 }
 
-fn preflight(path: &str, origin: &str, host: &str) -> Request {
+fn preflight(path: &str, origin: &str, host: &str) -> Request<Body> {
     let mut req = request(Method::OPTIONS, path, Some(origin), host);
     let h = req.headers_mut();
     h.insert(header::ACCESS_CONTROL_REQUEST_METHOD, HeaderValue::from_static("POST"));
@@ -46,7 +46,7 @@ fn preflight(path: &str, origin: &str, host: &str) -> Request {
     req
 }
 
-async fn send(req: Request) -> (Response, usize) {
+async fn send(req: Request<Body>) -> (Response, usize) {
     let (svc, reached) = service();
     let resp = svc.oneshot(req).await.unwrap();
     (resp, reached.load(Ordering::SeqCst))
