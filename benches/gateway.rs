@@ -3,7 +3,8 @@
 //! call and its memory. A second gateway runs the whole policy stack (an API key, an
 //! authorisation rule under `default: deny`, a rate limit per principal, the
 //! per-principal caps and CORS); its CPU time per call is compared with the default
-//! gateway's in alternating runs.
+//! gateway's in runs side by side, so that both see the same load from the rest of the
+//! machine.
 //!
 //! `cargo bench --bench gateway` (or `cargo bench`). Figures are ratios of runs made
 //! back to back under the same load; absolute numbers depend on the machine.
@@ -25,10 +26,10 @@ use tokio::process::{Child, Command};
 const WARMUP: Duration = Duration::from_millis(500);
 const RUN: Duration = Duration::from_secs(3);
 const DEMO_BIN: &str = env!("CARGO_BIN_EXE_seawall");
-/// Alternating runs of the default and the policy gateway per concurrency, and the
-/// length of each: many short pairs, so that both sides of a pair see the same load.
-const POLICY_ROUNDS: usize = 8;
-const POLICY_RUN: Duration = Duration::from_millis(1500);
+/// Runs of the default and the policy gateway side by side per concurrency, and the
+/// length of each.
+const POLICY_ROUNDS: usize = 6;
+const POLICY_RUN: Duration = Duration::from_secs(2);
 /// The API key of the policy gateway's one principal.
 const BENCH_KEY: &str = "bench-key-0123456789abcdef";
 
@@ -181,6 +182,8 @@ async fn load(target: &Target<'_>, concurrency: usize, duration: Duration) -> Fi
     let cpu_before = gateway.map(cpu_time);
     let (latencies, elapsed) = run(duration).await;
     let cpu = gateway.zip(cpu_before).map(|(pid, before)| cpu_time(pid).saturating_sub(before));
+    // Sessions end with their run, so that runs do not fill the session table.
+    futures::future::join_all(clients.iter().filter(|c| c.session.is_some()).map(Client::delete)).await;
     Figures { requests: latencies.len() as u64, elapsed, latencies, cpu }
 }
 
@@ -259,17 +262,24 @@ async fn main() {
             single.rps() / direct.rps(),
             single.percentile(0.5).as_secs_f64() / direct.percentile(0.5).as_secs_f64()
         );
-        // Policy off and on in alternating pairs, so that both sides of a pair see the
-        // same load from the rest of the machine.
+        // Policy off and on at the same time, each at this concurrency, so that both see
+        // the same load from the rest of the machine; which one starts first alternates.
         let (mut off, mut on) = (Vec::new(), Vec::new());
-        for _ in 0..POLICY_ROUNDS {
-            off.push(load(&policy_off, concurrency, POLICY_RUN).await.cpu_us_per_call().unwrap_or(0.0));
-            on.push(load(&policy_on, concurrency, POLICY_RUN).await.cpu_us_per_call().unwrap_or(0.0));
+        for round in 0..POLICY_ROUNDS {
+            let (a, b) = if round % 2 == 0 {
+                tokio::join!(load(&policy_off, concurrency, POLICY_RUN), load(&policy_on, concurrency, POLICY_RUN))
+            } else {
+                let (b, a) =
+                    tokio::join!(load(&policy_on, concurrency, POLICY_RUN), load(&policy_off, concurrency, POLICY_RUN));
+                (a, b)
+            };
+            off.push(a.cpu_us_per_call().unwrap_or(0.0));
+            on.push(b.cpu_us_per_call().unwrap_or(0.0));
         }
         comparisons.push((concurrency, off, on));
     }
     println!(
-        "seawall CPU per call on /mcp/remote, policy off vs on ({POLICY_ROUNDS} alternating pairs of {:.1} s; medians):",
+        "seawall CPU per call on /mcp/remote, policy off vs on ({POLICY_ROUNDS} runs of {:.1} s side by side; medians):",
         POLICY_RUN.as_secs_f64()
     );
     for (concurrency, off, on) in comparisons {
