@@ -1,6 +1,10 @@
 //! Throughput and latency of `tools/call` directly against the demo upstream versus
 //! through seawall, measured in one run on this machine, plus seawall's CPU time per
-//! call and its memory.
+//! call and its memory. A second gateway runs the whole policy stack (an API key, an
+//! authorisation rule under `default: deny`, a rate limit per principal, the
+//! per-principal caps and CORS); its CPU time per call is compared with the default
+//! gateway's in runs side by side, so that both see the same load from the rest of the
+//! machine.
 //!
 //! `cargo bench --bench gateway` (or `cargo bench`). Figures are ratios of runs made
 //! back to back under the same load; absolute numbers depend on the machine.
@@ -22,6 +26,12 @@ use tokio::process::{Child, Command};
 const WARMUP: Duration = Duration::from_millis(500);
 const RUN: Duration = Duration::from_secs(3);
 const DEMO_BIN: &str = env!("CARGO_BIN_EXE_seawall");
+/// Runs of the default and the policy gateway side by side per concurrency, and the
+/// length of each.
+const POLICY_ROUNDS: usize = 6;
+const POLICY_RUN: Duration = Duration::from_secs(2);
+/// The API key of the policy gateway's one principal.
+const BENCH_KEY: &str = "bench-key-0123456789abcdef";
 
 struct Figures {
     requests: u64,
@@ -43,6 +53,15 @@ impl Figures {
         l.sort();
         l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or_default()
     }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn runs(values: &[f64]) -> String {
+    values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join("/")
 }
 
 async fn spawn(bin: &str, args: &[&str], prefix: &str) -> (Child, String) {
@@ -103,11 +122,34 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_nanos(ticks * 1_000_000_000 / hz)
 }
 
-/// Drive `tool` at `concurrency` for `WARMUP`, then for `RUN`; `gateway` is the pid whose
-/// CPU time is read around the measured run.
-async fn load(url: &str, tool: &str, concurrency: usize, gateway: Option<u32>) -> Figures {
+/// What a run drives: `tool` at `url`, with `token` as a bearer token when given;
+/// `gateway` is the pid whose CPU time is read around the measured run.
+struct Target<'a> {
+    url: String,
+    tool: &'a str,
+    gateway: Option<u32>,
+    token: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    fn new(url: &str, tool: &'a str, gateway: Option<u32>) -> Target<'a> {
+        Target { url: url.to_owned(), tool, gateway, token: None }
+    }
+
+    fn with_token(self, token: &'a str) -> Target<'a> {
+        Target { token: Some(token), ..self }
+    }
+}
+
+/// Drive `target` at `concurrency` for `WARMUP`, then for `duration`.
+async fn load(target: &Target<'_>, concurrency: usize, duration: Duration) -> Figures {
+    let (url, tool, gateway) = (target.url.as_str(), target.tool, target.gateway);
+    let client = || match target.token {
+        Some(token) => Client::with_bearer(url, token),
+        None => Client::new(url),
+    };
     let clients: Vec<Client> =
-        futures::future::join_all((0..concurrency).map(|_| Client::connect(url, json!({})))).await;
+        futures::future::join_all((0..concurrency).map(|_| client().initialize(json!({})))).await;
     let run = |duration: Duration| {
         let clients = clients.clone();
         let tool = tool.to_owned();
@@ -138,8 +180,10 @@ async fn load(url: &str, tool: &str, concurrency: usize, gateway: Option<u32>) -
     };
     run(WARMUP).await;
     let cpu_before = gateway.map(cpu_time);
-    let (latencies, elapsed) = run(RUN).await;
+    let (latencies, elapsed) = run(duration).await;
     let cpu = gateway.zip(cpu_before).map(|(pid, before)| cpu_time(pid).saturating_sub(before));
+    // Sessions end with their run, so that runs do not fill the session table.
+    futures::future::join_all(clients.iter().filter(|c| c.session.is_some()).map(Client::delete)).await;
     Figures { requests: latencies.len() as u64, elapsed, latencies, cpu }
 }
 
@@ -167,17 +211,41 @@ async fn main() {
     let gw_pid = gw.id().expect("pid");
     let measured = Some(gw_pid);
     let rss_idle = rss_kib(gw_pid);
+    // The same gateway with the whole policy stack on, in front of the same upstream.
+    let policy_config = dir.join("bench-policy.yaml");
+    std::fs::write(
+        &policy_config,
+        format!(
+            "listen: 127.0.0.1:0\nadmin_listen: null\ndefaults:\n  concurrency: {{ max_in_flight: 1024, queue: 1024 }}\n\
+             session: {{ max_sessions_per_principal: 1024 }}\nlimits: {{ max_in_flight_per_principal: 1024 }}\n\
+             security:\n  cors: {{ allowed_origins: ['https://app.example'] }}\n\
+             auth:\n  api_keys: [{{ name: bench, key: {BENCH_KEY} }}]\n\
+             authorization:\n  default: deny\n  rules: [{{ principals: [bench], allow: {{ tools: ['*'] }} }}]\n\
+             rate_limits:\n  limits: [{{ per: principal, rate: 1000000/s }}]\n\
+             upstreams:\n  - name: remote\n    url: {demo_url}\n"
+        ),
+    )
+    .expect("policy config");
+    let (policy_gw, policy_url) =
+        spawn(&gateway_bin, &["run", "--config", policy_config.to_str().expect("utf-8 path")], "seawall listening on ")
+            .await;
+    let policy_pid = Some(policy_gw.id().expect("pid"));
 
     println!("tools/call echo, {} s per run, one machine, back to back; gateway {gateway_bin}", RUN.as_secs());
     println!("{:<34} {:>4} {:>10} {:>10} {:>10} {:>14}", "path", "conc", "req/s", "p50", "p99", "seawall CPU");
+    let mut comparisons = Vec::new();
+    let policy_off = Target::new(&format!("{gw_url}/remote"), "echo", measured);
+    let policy_on = Target::new(&format!("{policy_url}/remote"), "echo", policy_pid).with_token(BENCH_KEY);
     for concurrency in [1, 16] {
-        let direct = load(&demo_url, "echo", concurrency, None).await;
-        let single = load(&format!("{gw_url}/remote"), "echo", concurrency, measured).await;
-        let aggregate = load(&gw_url, "remote__echo", concurrency, measured).await;
-        let stdio = load(&gw_url, "local__echo", concurrency, measured).await;
+        let direct = load(&Target::new(&demo_url, "echo", None), concurrency, RUN).await;
+        let single = load(&policy_off, concurrency, RUN).await;
+        let policy = load(&policy_on, concurrency, RUN).await;
+        let aggregate = load(&Target::new(&gw_url, "remote__echo", measured), concurrency, RUN).await;
+        let stdio = load(&Target::new(&gw_url, "local__echo", measured), concurrency, RUN).await;
         for (name, f) in [
             ("direct (demo over HTTP)", &direct),
             ("seawall /mcp/remote (HTTP)", &single),
+            ("  the same, policy stack on", &policy),
             ("seawall /mcp remote__echo", &aggregate),
             ("seawall /mcp local__echo (stdio)", &stdio),
         ] {
@@ -194,6 +262,35 @@ async fn main() {
             single.rps() / direct.rps(),
             single.percentile(0.5).as_secs_f64() / direct.percentile(0.5).as_secs_f64()
         );
+        // Policy off and on at the same time, each at this concurrency, so that both see
+        // the same load from the rest of the machine; which one starts first alternates.
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for round in 0..POLICY_ROUNDS {
+            let (a, b) = if round % 2 == 0 {
+                tokio::join!(load(&policy_off, concurrency, POLICY_RUN), load(&policy_on, concurrency, POLICY_RUN))
+            } else {
+                let (b, a) =
+                    tokio::join!(load(&policy_on, concurrency, POLICY_RUN), load(&policy_off, concurrency, POLICY_RUN));
+                (a, b)
+            };
+            off.push(a.cpu_us_per_call().unwrap_or(0.0));
+            on.push(b.cpu_us_per_call().unwrap_or(0.0));
+        }
+        comparisons.push((concurrency, off, on));
+    }
+    println!(
+        "seawall CPU per call on /mcp/remote, policy off vs on ({POLICY_ROUNDS} runs of {:.1} s side by side; medians):",
+        POLICY_RUN.as_secs_f64()
+    );
+    for (concurrency, off, on) in comparisons {
+        let (off_us, on_us) = (median(off.clone()), median(on.clone()));
+        let paired = median(on.iter().zip(&off).map(|(on, off)| on - off).collect());
+        println!(
+            "  concurrency {concurrency:>2}: off {off_us:.1}µs/call, on {on_us:.1}µs/call, difference {:+.1}µs/call ({:+.1} %), per pair {paired:+.1}µs/call",
+            on_us - off_us,
+            (on_us / off_us - 1.0) * 100.0,
+        );
+        println!("    runs off {}\n    runs on  {}", runs(&off), runs(&on));
     }
     println!("seawall RSS: {} KiB idle, {} KiB after the runs", rss_idle, rss_kib(gw_pid));
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
+//!        ─► downstream::cors              CORS preflights and headers (when configured)
 //!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
 //!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
 //!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
@@ -19,13 +20,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tower::ServiceBuilder;
+use tower::{Layer as _, ServiceBuilder};
 
 use crate::call::{SendAttempt, UpstreamService};
 use crate::catalog::ToolCatalog;
 use crate::client::{CacheLayer, CancelLayer, ClientService};
 use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
+use crate::downstream::cors::CorsLayer;
 use crate::downstream::listener::{self, ListenerLimits};
 use crate::downstream::streamable_http::{self, HttpState};
 use crate::errors::{RewriteLayer, Rewriter};
@@ -34,6 +36,7 @@ use crate::mcp::init::InitParams;
 use crate::policy::admission::AdmissionLayer;
 use crate::policy::auth::Authenticator;
 use crate::policy::authz::AuthorizeLayer;
+use crate::policy::cors::CorsPolicy;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
@@ -77,9 +80,13 @@ fn client_stack(
         // Every failure from any layer below becomes one sanitised answer, with the
         // HTTP hint (503 + Retry-After) its transport needs.
         .layer(RewriteLayer::new(rewriter))
-        // Admission: no second initialize, no id twice in flight, and the session's and
-        // the gateway's in-flight caps, all refusing with the same overload answer.
-        .layer(AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session))
+        // Admission: no second initialize, no id twice in flight, and the session's, the
+        // principal's and the gateway's in-flight caps, all refusing with the same
+        // overload answer.
+        .layer(
+            AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session)
+                .with_max_per_principal(limits.max_in_flight_per_principal),
+        )
         // Authorisation rules: a denied name is answered as unknown; lists lose what the
         // principal may not use.
         .layer(authorize)
@@ -237,7 +244,8 @@ impl Core {
         let cache = CacheLayer::new(&config.cache);
         let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize, cache);
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
-            .with_max_per_peer(config.session.max_sessions_per_peer);
+            .with_max_per_peer(config.session.max_sessions_per_peer)
+            .with_max_per_principal(config.session.max_sessions_per_principal);
         let gateway = Arc::new(Gateway::new(router, client, sessions));
         Ok(Core { gateway, upstreams, breakers, transitions, metrics })
     }
@@ -284,7 +292,7 @@ impl Drop for Background {
 struct HttpFront {
     listener: TcpListener,
     local: SocketAddr,
-    app: axum::Router,
+    app: crate::downstream::cors::Cors<axum::Router>,
     limits: ListenerLimits,
     /// Fired when serving stops: GET streams end, so connections drain.
     closing: tokio_util::sync::CancellationToken,
@@ -298,9 +306,10 @@ impl HttpFront {
         // Who is calling: checked first on every MCP request, before any session is found.
         let auth = Arc::new(Authenticator::new(config.auth.as_ref()).await?);
         tracing::info!(auth = %auth.describe(), "client authentication");
+        let origin = OriginPolicy::new(&config.security, local);
         let state = HttpState {
             gateway: Arc::clone(gateway),
-            origin: OriginPolicy::new(&config.security, local),
+            origin: origin.clone(),
             auth: Arc::clone(&auth),
             max_body_bytes: config.limits.max_body_bytes,
             body_timeout: config.limits.body_timeout,
@@ -313,6 +322,10 @@ impl HttpFront {
             let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
             app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
         }
+        // CORS for browser clients, when configured: around the whole router, so preflights
+        // (which carry no credentials) are answered before authentication, and every answer
+        // to an allowed origin, refusals included, is readable by its page.
+        let app = CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(app);
         Ok(HttpFront { listener, local, app, limits: client_limits(config), closing })
     }
 

@@ -8,6 +8,7 @@
 mod cache;
 mod cancel;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +50,9 @@ pub struct ClientRequest {
     /// received): checked against the arguments of its `tools/call`, the undeclared ones
     /// forwarded. `None` for clients of other transports and eras.
     pub param_headers: Option<Arc<[(String, String)]>>,
+    /// The client's address, when its transport has one (the address that opened the
+    /// session): what unauthenticated clients are told apart by.
+    pub peer: Option<IpAddr>,
 }
 
 impl ClientRequest {
@@ -69,6 +73,7 @@ impl ClientRequest {
             .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
             .flatten();
         let principal = session.principal().cloned();
+        let peer = session.peer();
         ClientRequest {
             session,
             id,
@@ -77,6 +82,7 @@ impl ClientRequest {
             tool,
             progress,
             principal,
+            peer,
             related,
             cancel: CancellationToken::new(),
             param_headers: None,

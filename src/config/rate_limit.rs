@@ -72,7 +72,8 @@ pub enum OnBackendError {
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LimitKey {
-    /// One budget per authenticated principal (all unauthenticated clients share one).
+    /// One budget per authenticated principal; unauthenticated clients get one per
+    /// client IP address.
     Principal,
     /// One budget per tool name as the client sees it (`tools/call` only).
     Tool,

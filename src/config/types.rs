@@ -115,11 +115,21 @@ pub struct SessionConfig {
     /// per-address limit (e.g. behind a reverse proxy, where every client has the
     /// proxy's address). Default `256`.
     pub max_sessions_per_peer: usize,
+    /// Most concurrent sessions one authenticated principal (API key name or JWT `sub`)
+    /// may hold (count); more are refused as overloaded like the other session caps.
+    /// Unauthenticated clients are not counted here. `0` means no per-principal limit,
+    /// the default, since one API key often serves a whole fleet of clients.
+    pub max_sessions_per_principal: usize,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { idle_timeout: Duration::from_secs(30 * 60), max_sessions: 4096, max_sessions_per_peer: 256 }
+        SessionConfig {
+            idle_timeout: Duration::from_secs(30 * 60),
+            max_sessions: 4096,
+            max_sessions_per_peer: 256,
+            max_sessions_per_principal: 0,
+        }
     }
 }
 
@@ -139,6 +149,10 @@ pub struct LimitsConfig {
     /// Most requests the whole gateway handles at once; beyond it requests are refused
     /// as overloaded (count). Default `4096`.
     pub max_in_flight: usize,
+    /// Most requests one authenticated principal may have outstanding at once, over all
+    /// its sessions (count); beyond it requests are refused as overloaded. Unauthenticated
+    /// requests are not counted here. `0` means no per-principal limit. Default `0`.
+    pub max_in_flight_per_principal: usize,
     /// Most open client connections (count); more are refused at once with HTTP 503.
     /// Lowered at start when the open-file limit cannot hold them. Default `4096`.
     pub max_connections: usize,
@@ -166,6 +180,7 @@ impl Default for LimitsConfig {
             max_message_bytes: 16 * 1024 * 1024,
             max_in_flight_per_session: 256,
             max_in_flight: 4096,
+            max_in_flight_per_principal: 0,
             max_connections: 4096,
             max_connections_per_peer: 256,
             header_timeout: Duration::from_secs(10),
@@ -187,6 +202,34 @@ pub struct SecurityConfig {
     /// `listen` is loopback, only `localhost`/`127.0.0.1`/`[::1]` (any port) are accepted;
     /// otherwise any host. Default `[]`.
     pub allowed_hosts: Vec<String>,
+    /// Cross-origin requests from browser-based clients (CORS). Default: off (no
+    /// origins).
+    pub cors: CorsConfig,
+}
+
+/// CORS for browser-based clients on the MCP endpoints and the protected-resource
+/// metadata. Off while `allowed_origins` is empty.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsConfig {
+    /// Origins whose pages may call the gateway: full origins like
+    /// `https://app.example.com`, or `*` for any. Each is also accepted by the Origin
+    /// check above. Default `[]` (CORS off).
+    pub allowed_origins: Vec<String>,
+    /// How long a browser may cache a preflight answer (duration; browsers cap it at
+    /// 2 h or less). Default `10m`.
+    #[serde(with = "humantime_serde")]
+    pub max_age: Duration,
+    /// Send `Access-Control-Allow-Credentials: true`, so pages may send cookies or TLS
+    /// client certificates; not needed for bearer tokens. Not allowed with `*`.
+    /// Default `false`.
+    pub allow_credentials: bool,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        CorsConfig { allowed_origins: Vec::new(), max_age: Duration::from_secs(600), allow_credentials: false }
+    }
 }
 
 /// Socket addresses parsed from strings, with an error that names the bad value. The

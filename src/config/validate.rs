@@ -93,7 +93,24 @@ fn check_security(config: &Config, out: &mut Vec<Problem>) {
             out.push(Problem::new(at.key("allowed_hosts").index(i), why));
         }
     }
+    let cors = &config.security.cors;
+    let at = at.key("cors");
+    for (i, origin) in cors.allowed_origins.iter().enumerate() {
+        if let Err(why) = check_origin(origin) {
+            out.push(Problem::new(at.key("allowed_origins").index(i), why));
+        }
+    }
+    if cors.allow_credentials && cors.allowed_origins.iter().any(|o| o == "*") {
+        let why = "cannot be true while allowed_origins contains \"*\": every site could send credentialed requests";
+        out.push(Problem::new(at.key("allow_credentials"), why));
+    }
+    if cors.max_age > MAX_CORS_MAX_AGE {
+        out.push(Problem::new(at.key("max_age"), "must be at most 24h (browsers cap it at 2h or less)"));
+    }
 }
+
+/// Longest `security.cors.max_age` accepted: the longest any browser honours.
+const MAX_CORS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// `separator` is `None` when it is itself invalid (already reported).
 fn check_upstreams(

@@ -51,10 +51,29 @@ pub(crate) struct ListenerLimits {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PeerAddr(pub(crate) SocketAddr);
 
+/// What a listener serves: the router, possibly inside layers that see every request.
+pub(crate) trait App:
+    tower::Service<hyper::Request<Incoming>, Response = axum::response::Response, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<A> App for A where
+    A: tower::Service<hyper::Request<Incoming>, Response = axum::response::Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub(crate) async fn serve(
     listener: TcpListener,
-    app: axum::Router,
+    app: impl App,
     limits: ListenerLimits,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -144,15 +163,15 @@ impl Drop for Slot {
     }
 }
 
-struct Connection {
+struct Connection<A> {
     builder: Arc<Builder<TokioExecutor>>,
-    app: axum::Router,
+    app: A,
     peer: SocketAddr,
     limits: ListenerLimits,
     stop: CancellationToken,
 }
 
-impl Connection {
+impl<A: App> Connection<A> {
     async fn run(self, stream: TcpStream, _slot: Slot) {
         let _ = stream.set_nodelay(true);
         let (busy_tx, busy_rx) = watch::channel(0usize);

@@ -13,6 +13,7 @@ use crate::call::GatewayError;
 use crate::jsonrpc::{self, Request};
 use crate::mcp::{self, meta};
 use crate::policy::Principal;
+use crate::session::table::Holder;
 use crate::session::{Scope, Session, Slot};
 
 /// Why an `initialize` could not open a session.
@@ -42,11 +43,11 @@ struct InitializeParams {
 impl Gateway {
     /// Handles `initialize` for a client at `peer`: opens upstream sessions and answers
     /// with the merged (or, on a single-upstream endpoint, the upstream's own) result. The
-    /// client's sessions count against
-    /// `session.max_sessions_per_peer`. The session's place in the table is held before
-    /// any upstream session opens, so a burst of `initialize` calls costs no upstream
-    /// connections beyond the table's size. The session is bound to `principal`, when
-    /// clients authenticate.
+    /// client's sessions count against `session.max_sessions_per_peer` and, when clients
+    /// authenticate, `session.max_sessions_per_principal`. The session's place in the
+    /// table is held before any upstream session opens, so a burst of `initialize` calls
+    /// costs no upstream connections beyond the table's size. The session is bound to
+    /// `principal`, when clients authenticate, and remembers `peer`.
     pub async fn initialize(
         &self,
         scope: Scope,
@@ -56,16 +57,20 @@ impl Gateway {
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let params: InitializeParams = jsonrpc::view(req.params.as_deref())
             .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
-        let reservation = match self.sessions.reserve(peer) {
+        let holder = Holder { peer, principal: principal.as_deref().map(Principal::identity) };
+        let reservation = match self.sessions.reserve(holder) {
             Ok(r) => r,
             Err(full) => {
-                tracing::debug!(peer = ?peer, limit = full.0, "refused a session: the session table is full");
+                tracing::debug!(peer = ?peer, cap = ?full.cap, limit = full.limit, "refused a session: the session table is full");
                 return Err(InitError::Full);
             }
         };
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
         let session = self.new_session(scope.clone(), version.clone(), capabilities, params.client_info, principal);
+        if let Some(peer) = peer {
+            session.bind_peer(peer);
+        }
         self.connect_upstreams(&session).await;
 
         let result = match &scope {

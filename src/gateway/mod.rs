@@ -45,6 +45,15 @@ pub struct EncodedAnswer {
 
 static NEXT_PROGRESS: AtomicU64 = AtomicU64::new(1);
 
+/// What a modern client's request carries of its caller beyond the context it runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct ModernCaller {
+    /// Its `Mcp-Param-*` headers (lowercase names, in order).
+    pub(crate) param_headers: Arc<[(String, String)]>,
+    /// Its address, when the transport knows it.
+    pub(crate) peer: Option<std::net::IpAddr>,
+}
+
 impl Gateway {
     /// A gateway whose requests go through `client` (the client stack over `router`).
     pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
@@ -90,13 +99,14 @@ impl Gateway {
         self.answer_request_with(session, req, out, None).await
     }
 
-    /// [`Gateway::answer_request`] for a modern client that sent `Mcp-Param-*` headers.
+    /// [`Gateway::answer_request`] for a modern client: its `Mcp-Param-*` headers and
+    /// its own address (the context it runs in may have been opened by another).
     pub(crate) async fn answer_request_with(
         &self,
         session: &Arc<Session>,
         req: Request,
         out: Option<mpsc::Sender<String>>,
-        param_headers: Option<Arc<[(String, String)]>>,
+        modern: Option<ModernCaller>,
     ) -> Answered {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
@@ -116,7 +126,10 @@ impl Gateway {
             progress.as_ref().map(|p| p.upstream.clone()),
             related_tx,
         );
-        request.param_headers = param_headers;
+        if let Some(caller) = modern {
+            request.param_headers = Some(caller.param_headers);
+            request.peer = caller.peer.or(request.peer);
+        }
         let answered = {
             let answering = self.client.clone().oneshot(request);
             tokio::pin!(answering);

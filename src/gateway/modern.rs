@@ -23,13 +23,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::Gateway;
+use super::{Gateway, ModernCaller};
 use crate::call::GatewayError;
 use crate::client::{Answered, HttpHint};
 use crate::jsonrpc::{self, Id, Message, Request, code};
 use crate::mcp::modern::{self, Envelope};
 use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
+use crate::session::table::Holder;
 use crate::session::{Scope, Session, Slot};
 
 /// The modern contexts, by what their clients share.
@@ -384,7 +385,10 @@ impl Gateway {
                     return ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None);
                 }
             },
-            None => self.start(&session, context, req, param_headers),
+            None => {
+                let caller = ModernCaller { param_headers: Arc::from(param_headers), peer };
+                self.start(&session, context, req, caller)
+            }
         };
         self.drive(call, &id, Relay { out, log_level }, abandoned).await
     }
@@ -491,13 +495,7 @@ impl Gateway {
     }
 
     /// Starts a request in its own task, under an id of seawall's own.
-    fn start(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        context: String,
-        req: Request,
-        param_headers: Vec<(String, String)>,
-    ) -> Call {
+    fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request, caller: ModernCaller) -> Call {
         let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
         let method = req.method.clone();
         let params = modern::strip_envelope(req.params);
@@ -507,8 +505,7 @@ impl Gateway {
         let gateway = Arc::clone(self);
         let task_session = Arc::clone(session);
         tokio::spawn(async move {
-            let headers = Some(Arc::from(param_headers));
-            let answered = gateway.answer_request_with(&task_session, inner, Some(events_tx), headers).await;
+            let answered = gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller)).await;
             let _ = answer_tx.send(answered);
         });
         Call { session: Arc::clone(session), context, internal, method, events, answer }
@@ -578,7 +575,8 @@ impl Gateway {
             return Ok((session, key));
         }
         let full = |_| GatewayError::Overloaded { scope: "session".into(), retry_after: CONTEXTS_RETRY_AFTER };
-        let reservation = self.sessions.reserve(peer).map_err(full)?;
+        let holder = Holder { peer, principal: principal.as_deref().map(Principal::identity) };
+        let reservation = self.sessions.reserve(holder).map_err(full)?;
         let capabilities = offered_capabilities(&envelope.capabilities);
         // The client info is optional in the envelope; an upstream session needs one.
         let info = if envelope.client_info.is_object() {

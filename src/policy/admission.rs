@@ -1,12 +1,14 @@
 //! Admission of client requests, in one place: a second `initialize` in a session, a
-//! request id already in flight, and the in-flight caps per session and for the whole
-//! gateway. Every overload refusal is the same [`GatewayError::Overloaded`] (-32012,
-//! HTTP 503 with `Retry-After`), whichever cap refused.
+//! request id already in flight, and the in-flight caps per session, per principal and
+//! for the whole gateway. Every overload refusal is the same [`GatewayError::Overloaded`]
+//! (-32012, HTTP 503 with `Retry-After`), whichever cap refused.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
@@ -14,6 +16,7 @@ use crate::call::{GatewayError, Reply};
 use crate::client::{ClientFuture, ClientRequest};
 use crate::jsonrpc::Id;
 use crate::mcp::method;
+use crate::policy::Identity;
 use crate::session::Session;
 use crate::telemetry::metrics;
 
@@ -25,19 +28,78 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub struct AdmissionLayer {
     gateway: Arc<Semaphore>,
     per_session: usize,
+    principals: Option<Arc<PrincipalCounts>>,
 }
 
 impl AdmissionLayer {
     /// At most `max_in_flight` requests in the gateway and `per_session` in one session.
     pub fn new(max_in_flight: usize, per_session: usize) -> AdmissionLayer {
-        AdmissionLayer { gateway: Arc::new(Semaphore::new(max_in_flight.max(1))), per_session }
+        AdmissionLayer { gateway: Arc::new(Semaphore::new(max_in_flight.max(1))), per_session, principals: None }
+    }
+
+    /// At most `per_principal` requests of one authenticated principal, over all its
+    /// sessions (0: no cap).
+    pub fn with_max_per_principal(mut self, per_principal: usize) -> AdmissionLayer {
+        self.principals = (per_principal > 0)
+            .then(|| Arc::new(PrincipalCounts { max: per_principal, counts: Mutex::new(HashMap::new()) }));
+        self
     }
 }
 
 impl<S> Layer<S> for AdmissionLayer {
     type Service = Admission<S>;
     fn layer(&self, inner: S) -> Admission<S> {
-        Admission { inner, gateway: Arc::clone(&self.gateway), per_session: self.per_session }
+        Admission {
+            inner,
+            gateway: Arc::clone(&self.gateway),
+            per_session: self.per_session,
+            principals: self.principals.clone(),
+        }
+    }
+}
+
+/// Requests in flight per principal. A principal's entry goes when its count returns to
+/// 0, so the map holds only principals with requests in flight.
+#[derive(Debug)]
+struct PrincipalCounts {
+    max: usize,
+    counts: Mutex<HashMap<Identity, usize>>,
+}
+
+impl PrincipalCounts {
+    /// Counts one more request of `identity`, unless it already has `max` in flight.
+    fn admit(self: &Arc<Self>, identity: Identity) -> Option<PrincipalPlace> {
+        let mut counts = self.counts.lock();
+        let n = counts.entry(identity.clone()).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(PrincipalPlace { counts: Arc::clone(self), identity })
+    }
+
+    /// How many principals have requests in flight.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.counts.lock().len()
+    }
+}
+
+/// One request's place in its principal's count, given back on drop.
+struct PrincipalPlace {
+    counts: Arc<PrincipalCounts>,
+    identity: Identity,
+}
+
+impl Drop for PrincipalPlace {
+    fn drop(&mut self) {
+        let mut counts = self.counts.counts.lock();
+        if let Some(n) = counts.get_mut(&self.identity) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.identity);
+            }
+        }
     }
 }
 
@@ -48,10 +110,18 @@ pub struct Admission<S> {
     inner: S,
     gateway: Arc<Semaphore>,
     per_session: usize,
+    principals: Option<Arc<PrincipalCounts>>,
+}
+
+/// What an admitted request holds until it is answered.
+struct Places {
+    _gateway: tokio::sync::OwnedSemaphorePermit,
+    _principal: Option<PrincipalPlace>,
+    _in_flight: InFlight,
 }
 
 impl<S> Admission<S> {
-    fn admit(&self, req: &mut ClientRequest) -> Result<(tokio::sync::OwnedSemaphorePermit, InFlight), GatewayError> {
+    fn admit(&self, req: &mut ClientRequest) -> Result<Places, GatewayError> {
         if &*req.method == method::INITIALIZE {
             return Err(GatewayError::InvalidRequest("the session is already initialized".into()));
         }
@@ -62,12 +132,19 @@ impl<S> Admission<S> {
         if req.session.inflight() >= self.per_session {
             return Err(overloaded("session"));
         }
+        let principal = match (&self.principals, &req.principal) {
+            (Some(counts), Some(principal)) => {
+                Some(counts.admit(principal.identity()).ok_or_else(|| overloaded("principal"))?)
+            }
+            _ => None,
+        };
         let permit = Arc::clone(&self.gateway).try_acquire_owned().map_err(|_| overloaded("gateway"))?;
         let Some(cancel) = req.session.begin_request(&req.id) else {
             return Err(GatewayError::InvalidRequest("a request with this id is already in flight".into()));
         };
         req.cancel = cancel;
-        Ok((permit, InFlight { session: Arc::clone(&req.session), id: req.id.clone() }))
+        let in_flight = InFlight { session: Arc::clone(&req.session), id: req.id.clone() };
+        Ok(Places { _gateway: permit, _principal: principal, _in_flight: in_flight })
     }
 }
 
@@ -155,6 +232,56 @@ mod tests {
         first.abort();
         let _ = first.await;
         assert_eq!(s.inflight(), 0, "a dropped request leaves its session");
+    }
+
+    fn session_of(name: &str) -> Arc<Session> {
+        let s = session();
+        s.bind_principal(Arc::new(crate::policy::Principal::api_key(name)));
+        s
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_principal_is_capped_over_all_its_sessions_and_forgotten_at_zero() {
+        let layer = AdmissionLayer::new(100, 100).with_max_per_principal(2);
+        let counts = layer.principals.clone().unwrap();
+        let (ci_a, ci_b) = (session_of("ci"), session_of("ci"));
+        let first = tokio::spawn(layer.layer(slow()).oneshot(request(&ci_a, 1, "tools/list")));
+        let second = tokio::spawn(layer.layer(slow()).oneshot(request(&ci_b, 1, "tools/list")));
+        tokio::task::yield_now().await;
+        let refused = layer.layer(slow()).oneshot(request(&ci_a, 2, "tools/list")).await.unwrap_err();
+        assert!(
+            matches!(&refused, GatewayError::Overloaded { scope, retry_after } if scope == "principal" && *retry_after == RETRY_AFTER)
+        );
+        assert_eq!(ci_a.inflight(), 1, "the refused request never entered its session");
+        // Other principals and unauthenticated sessions have their own room.
+        let ops = tokio::spawn(layer.layer(slow()).oneshot(request(&session_of("ops"), 1, "tools/list")));
+        let anonymous = session();
+        let unnamed: Vec<_> =
+            (1..=3).map(|id| tokio::spawn(layer.layer(slow()).oneshot(request(&anonymous, id, "ping")))).collect();
+        tokio::task::yield_now().await;
+        assert_eq!(anonymous.inflight(), 3);
+        assert_eq!(counts.len(), 2);
+        first.abort();
+        let _ = first.await;
+        let third = tokio::spawn(layer.layer(slow()).oneshot(request(&ci_a, 3, "tools/list")));
+        tokio::task::yield_now().await;
+        assert_eq!(ci_a.inflight(), 1, "a freed place admits again");
+        for task in [second, third, ops].into_iter().chain(unnamed) {
+            task.abort();
+            let _ = task.await;
+        }
+        assert_eq!(counts.len(), 0, "principals with nothing in flight are forgotten");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_place_taken_for_a_principal_is_given_back_when_the_gateway_refuses() {
+        let layer = AdmissionLayer::new(1, 10).with_max_per_principal(5);
+        let counts = layer.principals.clone().unwrap();
+        let _running = tokio::spawn(layer.layer(slow()).oneshot(request(&session(), 1, "ping")));
+        tokio::task::yield_now().await;
+        let refused = layer.layer(slow()).oneshot(request(&session_of("ci"), 1, "ping")).await.unwrap_err();
+        assert!(matches!(&refused, GatewayError::Overloaded { scope, .. } if scope == "gateway"));
+        assert_eq!(counts.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

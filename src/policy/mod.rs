@@ -3,9 +3,10 @@
 pub mod admission;
 pub(crate) mod auth;
 pub(crate) mod authz;
+pub(crate) mod cors;
 pub(crate) mod glob;
 pub mod origin;
 pub mod principal;
 pub mod rate_limit;
 
-pub use principal::Principal;
+pub use principal::{Identity, Principal};

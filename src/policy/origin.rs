@@ -1,6 +1,7 @@
 //! DNS-rebinding protection: `Host` and `Origin` validation for the HTTP listener.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use http::header::{HOST, ORIGIN};
 use http::uri::Authority;
@@ -11,9 +12,33 @@ use crate::config::SecurityConfig;
 /// Decides whether a request's `Host` and `Origin` are acceptable.
 #[derive(Debug, Clone)]
 pub struct OriginPolicy {
-    allowed_hosts: Vec<String>,
-    allowed_origins: Vec<String>,
+    allowed_hosts: Arc<[String]>,
+    allowed_origins: OriginList,
     loopback: bool,
+}
+
+/// Configured origins (`scheme://host[:port]`, or `*` for any), matched without regard
+/// to ASCII case: the one matcher for the Origin check and for CORS.
+#[derive(Debug, Clone, Default)]
+pub struct OriginList {
+    origins: Arc<[String]>,
+}
+
+impl OriginList {
+    /// The list of `origins`, as configured.
+    pub fn new<'a>(origins: impl IntoIterator<Item = &'a String>) -> OriginList {
+        OriginList { origins: origins.into_iter().map(|o| o.to_ascii_lowercase()).collect() }
+    }
+
+    /// Whether `origin` (an `Origin` header's value) is on the list.
+    pub fn allows(&self, origin: &str) -> bool {
+        self.origins.iter().any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.origins.is_empty()
+    }
 }
 
 /// Why a request was refused.
@@ -33,11 +58,14 @@ pub enum OriginRefusal {
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "[::1]", "::1"];
 
 impl OriginPolicy {
-    /// The policy for a listener bound to `listen`.
+    /// The policy for a listener bound to `listen`. Origins allowed for CORS
+    /// (`security.cors.allowed_origins`) pass the Origin check too: a page the operator
+    /// lets read answers may also send requests.
     pub fn new(security: &SecurityConfig, listen: SocketAddr) -> OriginPolicy {
+        let origins = security.allowed_origins.iter().chain(&security.cors.allowed_origins);
         OriginPolicy {
             allowed_hosts: security.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
-            allowed_origins: security.allowed_origins.iter().map(|o| o.to_ascii_lowercase()).collect(),
+            allowed_origins: OriginList::new(origins),
             loopback: listen.ip().is_loopback(),
         }
     }
@@ -58,10 +86,11 @@ impl OriginPolicy {
         if origins.next().is_some() {
             return Err(OriginRefusal::Ambiguous("more than one Origin header"));
         }
-        let origin = origin.to_str().map_err(|_| OriginRefusal::Origin)?.to_ascii_lowercase();
-        if self.allowed_origins.iter().any(|o| o == "*" || *o == origin) {
+        let origin = origin.to_str().map_err(|_| OriginRefusal::Origin)?;
+        if self.allowed_origins.allows(origin) {
             return Ok(());
         }
+        let origin = origin.to_ascii_lowercase();
         let origin_host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
         let same_host = host.as_deref().is_some_and(|h| h == origin_host);
         let local = self.loopback && LOOPBACK_NAMES.contains(&strip_port(origin_host));
@@ -190,5 +219,25 @@ mod tests {
         assert_eq!(p.check_h(&headers("gw.example.com", Some("https://app.example.com"))), Ok(()));
         assert_eq!(p.check_h(&headers("gw.example.com", Some("https://gw.example.com"))), Ok(()));
         assert_eq!(p.check_h(&headers("gw.example.com", Some("https://evil.example.com"))), Err(OriginRefusal::Origin));
+    }
+
+    #[test]
+    fn origins_allowed_for_cors_pass_the_origin_check_but_not_the_host_check() {
+        let mut sec = SecurityConfig::default();
+        sec.cors.allowed_origins = vec!["https://App.Example.com".into()];
+        let p = OriginPolicy::new(&sec, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(p.check_h(&headers("127.0.0.1:8080", Some("https://app.example.com"))), Ok(()));
+        assert_eq!(p.check_h(&headers("127.0.0.1:8080", Some("HTTPS://APP.EXAMPLE.COM"))), Ok(()));
+        assert_eq!(p.check_h(&headers("127.0.0.1:8080", Some("https://app.example.org"))), Err(OriginRefusal::Origin));
+        assert_eq!(p.check_h(&headers("app.example.com", Some("https://app.example.com"))), Err(OriginRefusal::Host));
+    }
+
+    #[test]
+    fn an_origin_list_matches_whole_origins_or_star() {
+        let list = OriginList::new(&["https://a.example".to_owned()]);
+        assert!(list.allows("https://a.example") && list.allows("https://A.example"));
+        assert!(!list.allows("https://a.example:8443") && !list.allows("http://a.example") && !list.allows(""));
+        assert!(OriginList::new(&["*".to_owned()]).allows("null"));
+        assert!(OriginList::default().is_empty() && !OriginList::default().allows("https://a.example"));
     }
 }

@@ -5,6 +5,7 @@ pub mod relay;
 pub mod table;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -98,6 +99,8 @@ pub struct Session {
     stateless: std::sync::atomic::AtomicBool,
     /// The messages not tied to a request of a stateless session, for its listeners.
     listeners: tokio::sync::broadcast::Sender<String>,
+    /// The client's address when it opened the session, if the transport has one.
+    peer: std::sync::OnceLock<IpAddr>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -139,6 +142,7 @@ impl Session {
             principal: std::sync::OnceLock::new(),
             stateless: std::sync::atomic::AtomicBool::new(false),
             listeners: tokio::sync::broadcast::channel(LISTEN_BUFFER).0,
+            peer: std::sync::OnceLock::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -310,6 +314,16 @@ impl Session {
     /// The principal the session is bound to, if clients authenticate.
     pub fn principal(&self) -> Option<&Arc<Principal>> {
         self.principal.get()
+    }
+
+    /// Records the address the client opened the session from (once).
+    pub fn bind_peer(&self, peer: IpAddr) {
+        let _ = self.peer.set(peer);
+    }
+
+    /// The address the client opened the session from, when the transport has one.
+    pub fn peer(&self) -> Option<IpAddr> {
+        self.peer.get().copied()
     }
 
     /// Whether a request made as `principal` may use this session: the same principal

@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use super::Session;
+use crate::policy::Identity;
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
 pub fn mint_id() -> String {
@@ -21,49 +22,95 @@ pub struct SessionTable {
     places: parking_lot::Mutex<Places>,
     max: usize,
     max_per_peer: usize,
+    max_per_principal: usize,
     idle_timeout: Duration,
+}
+
+/// Who holds a place: the client's address and, when clients authenticate, its principal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// The address the session was opened from.
+    pub peer: Option<IpAddr>,
+    /// The principal that opened it.
+    pub principal: Option<Identity>,
 }
 
 /// Places taken in the table, live sessions and sessions still opening alike, so that a
 /// burst of `initialize` calls cannot open more upstream sessions than the table holds.
+/// Per-address and per-principal counts lose their entry when they drop to 0.
 #[derive(Default)]
 struct Places {
     taken: usize,
     per_peer: HashMap<IpAddr, usize>,
-    owner: HashMap<String, IpAddr>,
+    per_principal: HashMap<Identity, usize>,
+    owner: HashMap<String, Holder>,
 }
 
-impl Places {
-    fn release(&mut self, peer: Option<IpAddr>) {
-        self.taken = self.taken.saturating_sub(1);
-        if let Some(ip) = peer
-            && let Some(n) = self.per_peer.get_mut(&ip)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.per_peer.remove(&ip);
-            }
+/// `key`'s count.
+fn held<K: std::hash::Hash + Eq>(counts: &HashMap<K, usize>, key: &K) -> usize {
+    counts.get(key).copied().unwrap_or(0)
+}
+
+/// Adds one to `key`'s count.
+fn count_up<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: K) {
+    *counts.entry(key).or_insert(0) += 1;
+}
+
+/// Takes one from `key`'s count, forgetting the key at 0.
+fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(key);
         }
     }
 }
 
+impl Places {
+    fn release(&mut self, holder: &Holder) {
+        self.taken = self.taken.saturating_sub(1);
+        if let Some(ip) = &holder.peer {
+            count_down(&mut self.per_peer, ip);
+        }
+        if let Some(identity) = &holder.principal {
+            count_down(&mut self.per_principal, identity);
+        }
+    }
+}
+
+/// Which cap refused a new session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// `session.max_sessions`.
+    Total,
+    /// `session.max_sessions_per_peer`.
+    PerPeer,
+    /// `session.max_sessions_per_principal`.
+    PerPrincipal,
+}
+
 /// The table refused a new session.
 #[derive(Debug, thiserror::Error)]
-#[error("too many sessions (limit {0})")]
-pub struct TableFull(pub usize);
+#[error("too many sessions ({cap:?} limit {limit})")]
+pub struct TableFull {
+    /// The cap that refused.
+    pub cap: Cap,
+    /// Its configured value.
+    pub limit: usize,
+}
 
 /// A place held in the table for a session being opened; given back on drop unless the
 /// session is inserted with it.
 pub struct Reservation<'a> {
     table: &'a SessionTable,
-    peer: Option<IpAddr>,
+    holder: Holder,
     used: bool,
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.used {
-            self.table.places.lock().release(self.peer);
+            self.table.places.lock().release(&self.holder);
         }
     }
 }
@@ -76,6 +123,7 @@ impl SessionTable {
             places: parking_lot::Mutex::new(Places::default()),
             max,
             max_per_peer: 0,
+            max_per_principal: 0,
             idle_timeout,
         }
     }
@@ -86,30 +134,46 @@ impl SessionTable {
         self
     }
 
-    /// Holds a place for a session opened by `peer`, or refuses when the table, or
-    /// that address's share of it, is full.
-    pub fn reserve(&self, peer: Option<IpAddr>) -> Result<Reservation<'_>, TableFull> {
+    /// Caps the sessions one authenticated principal may hold (0: no cap).
+    pub fn with_max_per_principal(mut self, max_per_principal: usize) -> SessionTable {
+        self.max_per_principal = max_per_principal;
+        self
+    }
+
+    /// Holds a place for a session opened by `holder`, or refuses when the table, or
+    /// that address's or principal's share of it, is full.
+    pub fn reserve(&self, holder: Holder) -> Result<Reservation<'_>, TableFull> {
         let mut places = self.places.lock();
         if places.taken >= self.max {
-            return Err(TableFull(self.max));
+            return Err(TableFull { cap: Cap::Total, limit: self.max });
         }
-        if let Some(ip) = peer {
-            let held = places.per_peer.get(&ip).copied().unwrap_or(0);
-            if self.max_per_peer > 0 && held >= self.max_per_peer {
-                return Err(TableFull(self.max_per_peer));
-            }
-            places.per_peer.insert(ip, held + 1);
+        if let Some(ip) = &holder.peer
+            && self.max_per_peer > 0
+            && held(&places.per_peer, ip) >= self.max_per_peer
+        {
+            return Err(TableFull { cap: Cap::PerPeer, limit: self.max_per_peer });
+        }
+        if let Some(identity) = &holder.principal
+            && self.max_per_principal > 0
+            && held(&places.per_principal, identity) >= self.max_per_principal
+        {
+            return Err(TableFull { cap: Cap::PerPrincipal, limit: self.max_per_principal });
+        }
+        if let Some(ip) = holder.peer {
+            count_up(&mut places.per_peer, ip);
+        }
+        if let Some(identity) = &holder.principal {
+            count_up(&mut places.per_principal, identity.clone());
         }
         places.taken += 1;
-        Ok(Reservation { table: self, peer, used: false })
+        Ok(Reservation { table: self, holder, used: false })
     }
 
     /// Adds a session in the place reserved for it.
     pub fn insert_reserved(&self, mut reservation: Reservation<'_>, session: Arc<Session>) {
         reservation.used = true;
-        if let Some(ip) = reservation.peer {
-            self.places.lock().owner.insert(session.id.clone(), ip);
-        }
+        let holder = std::mem::take(&mut reservation.holder);
+        self.places.lock().owner.insert(session.id.clone(), holder);
         let mut map = self.sessions.write();
         map.insert(session.id.clone(), session);
     }
@@ -117,8 +181,8 @@ impl SessionTable {
     fn released(&self, session: Option<Arc<Session>>) -> Option<Arc<Session>> {
         if let Some(s) = &session {
             let mut places = self.places.lock();
-            let peer = places.owner.remove(&s.id);
-            places.release(peer);
+            let holder = places.owner.remove(&s.id).unwrap_or_default();
+            places.release(&holder);
         }
         session
     }
@@ -171,29 +235,65 @@ impl SessionTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Principal;
 
     fn session() -> Arc<Session> {
         Session::new(super::super::Scope::Aggregate, "2025-11-25".into(), serde_json::json!({}), serde_json::json!({}))
     }
 
+    fn from(peer: &str) -> Holder {
+        Holder { peer: Some(peer.parse().unwrap()), principal: None }
+    }
+
+    fn as_key(name: &str, peer: &str) -> Holder {
+        Holder { principal: Some(Principal::api_key(name).identity()), ..from(peer) }
+    }
+
     #[tokio::test]
     async fn reservations_count_against_the_caps_until_released() {
         let table = SessionTable::new(3, Duration::from_secs(60)).with_max_per_peer(2);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let r1 = table.reserve(Some(a)).unwrap();
-        let r2 = table.reserve(Some(a)).unwrap();
-        assert!(table.reserve(Some(a)).is_err(), "per-peer cap holds while sessions are still opening");
-        let r3 = table.reserve(None).unwrap();
-        assert!(table.reserve(None).is_err(), "total cap");
+        let r1 = table.reserve(from("10.0.0.1")).unwrap();
+        let r2 = table.reserve(from("10.0.0.1")).unwrap();
+        let refused = table.reserve(from("10.0.0.1")).err().map(|e| e.cap);
+        assert_eq!(refused, Some(Cap::PerPeer), "per-peer cap holds while sessions are still opening");
+        let r3 = table.reserve(Holder::default()).unwrap();
+        assert_eq!(table.reserve(Holder::default()).err().map(|e| e.cap), Some(Cap::Total));
         drop(r3);
         let s = session();
         table.insert_reserved(r1, Arc::clone(&s));
         drop(r2);
-        assert!(table.reserve(Some(a)).is_ok());
+        assert!(table.reserve(from("10.0.0.1")).is_ok());
         table.remove(&s.id);
-        let _b = table.reserve(Some(a)).unwrap();
-        let _c = table.reserve(Some(a)).unwrap();
-        assert!(table.reserve(Some(a)).is_err());
+        let _b = table.reserve(from("10.0.0.1")).unwrap();
+        let _c = table.reserve(from("10.0.0.1")).unwrap();
+        assert!(table.reserve(from("10.0.0.1")).is_err());
+    }
+
+    #[tokio::test]
+    async fn one_principal_holds_at_most_its_share_from_any_address() {
+        let table = SessionTable::new(10, Duration::from_secs(0)).with_max_per_principal(2);
+        let a = session();
+        table.insert_reserved(table.reserve(as_key("ci", "10.0.0.1")).unwrap(), Arc::clone(&a));
+        let opening = table.reserve(as_key("ci", "10.0.0.2")).unwrap();
+        let refused = table.reserve(as_key("ci", "10.0.0.3")).err().map(|e| e.cap);
+        assert_eq!(refused, Some(Cap::PerPrincipal));
+        // Another principal, and unauthenticated clients, are not affected.
+        let _ops = table.reserve(as_key("ops", "10.0.0.1")).unwrap();
+        let _anonymous = (table.reserve(from("10.0.0.1")).unwrap(), table.reserve(from("10.0.0.1")).unwrap());
+        drop(opening);
+        let b = session();
+        table.insert_reserved(table.reserve(as_key("ci", "10.0.0.3")).unwrap(), Arc::clone(&b));
+        assert!(table.reserve(as_key("ci", "10.0.0.3")).is_err());
+        // Ended and expired sessions give their places back; the counts forget them.
+        table.remove(&a.id);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(table.reap_idle().len(), 1);
+        let places = table.places.lock();
+        assert_eq!(places.per_principal.get(&Principal::api_key("ci").identity()), None);
+        assert_eq!(places.per_principal.len(), 1, "only ops is still counted");
+        drop(places);
+        drop(_ops);
+        assert!(table.places.lock().per_principal.is_empty());
     }
 
     #[test]

@@ -72,17 +72,33 @@ impl Client {
 
     /// `initialize` + `notifications/initialized`, with the given client capabilities.
     pub async fn connect(url: &str, capabilities: Value) -> Client {
-        let mut c = Client::new(url);
-        let reply = c
+        Client::new(url).initialize(capabilities).await
+    }
+
+    /// A client that sends `Authorization: Bearer <token>` on every request.
+    pub fn with_bearer(url: &str, token: &str) -> Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().expect("header value"));
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("client");
+        Client { http, ..Client::new(url) }
+    }
+
+    /// Opens this client's session: `initialize` + `notifications/initialized`.
+    pub async fn initialize(mut self, capabilities: Value) -> Client {
+        let reply = self
             .post(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-                "protocolVersion": c.version, "capabilities": capabilities,
+                "protocolVersion": self.version, "capabilities": capabilities,
                 "clientInfo": {"name":"seawall-tests","version":"1"}}}))
             .await;
         assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
-        c.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
-        let status = c.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status;
+        self.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
+        let status = self.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status;
         assert_eq!(status, 202);
-        c
+        self
     }
 
     fn builder(&self, method: reqwest::Method) -> reqwest::RequestBuilder {

@@ -5,6 +5,7 @@ mod auth;
 mod authorization;
 mod collect;
 mod files;
+mod guards;
 mod load;
 mod locate;
 mod validation;

@@ -35,6 +35,8 @@ use super::streamable_http::{
     Cx, HttpState, KEEP_ALIVE, SESSION_HEADER, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepts, info_of, sse_headers,
 };
 use crate::gateway::Gateway;
+use crate::policy::Principal;
+use crate::session::table::Holder;
 use crate::session::{Scope, Session};
 use crate::sse;
 
@@ -132,7 +134,9 @@ pub(super) async fn open(cx: &Cx<'_>, scope: Scope) -> Response {
         return cx.refuse(Refusal::NotAcceptable { stream: true }, None);
     }
     let gateway = &cx.st.gateway;
-    if gateway.sessions().reserve(cx.info.peer.map(|p| p.ip())).is_err() {
+    let holder =
+        Holder { peer: cx.info.peer.map(|p| p.ip()), principal: cx.principal.as_deref().map(Principal::identity) };
+    if gateway.sessions().reserve(holder).is_err() {
         crate::telemetry::metrics::load_shed("sessions");
         return cx.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, None);
     }

@@ -63,26 +63,53 @@ impl RateLimits {
     /// Counts `req` on every limit that applies to it. In memory the limits are checked
     /// in order until one refuses; in Redis all at once, counting only if all admit.
     async fn check(&self, req: &ClientRequest) -> Result<(), GatewayError> {
+        match &self.store {
+            Store::Memory(store) => self.check_in_memory(store, req),
+            Store::Redis(store, on_error) => self.check_shared(store, *on_error, req).await,
+        }
+    }
+
+    /// Checks the limits in this process, in order, computing each key only when its
+    /// limit applies; nothing waits, so no future is needed.
+    fn check_in_memory(&self, store: &MemoryStore, req: &ClientRequest) -> Result<(), GatewayError> {
+        for (i, rule) in self.rules.iter().enumerate() {
+            let Some(key) = rule.key_for(req, &self.separator) else { continue };
+            if let Err(wait) = store.check(i, &key) {
+                return Err(self.refusal(i, wait));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every applicable limit in Redis in one round trip.
+    async fn check_shared(
+        &self,
+        store: &RedisStore,
+        on_error: OnBackendError,
+        req: &ClientRequest,
+    ) -> Result<(), GatewayError> {
         let keys: Vec<(usize, String)> = (self.rules.iter().enumerate())
             .filter_map(|(i, rule)| Some((i, rule.key_for(req, &self.separator)?)))
             .collect();
-        let refused = match &self.store {
-            Store::Memory(store) => keys.iter().find_map(|(i, key)| store.check(*i, key).err().map(|wait| (*i, wait))),
-            Store::Redis(_, _) if keys.is_empty() => None,
-            Store::Redis(store, on_error) => match store.check(&keys).await {
-                Verdict::Admitted => None,
-                Verdict::Refused { rule, wait } => Some((rule, wait)),
-                Verdict::Unreachable if *on_error == OnBackendError::Allow => None,
-                Verdict::Unreachable => {
-                    metrics::rate_limited("store");
-                    return Err(GatewayError::RateLimited { scope: "store".into(), retry_after: STORE_RETRY_AFTER });
-                }
-            },
-        };
-        let Some((rule, wait)) = refused else { return Ok(()) };
+        if keys.is_empty() {
+            return Ok(());
+        }
+        match store.check(&keys).await {
+            Verdict::Admitted => Ok(()),
+            Verdict::Refused { rule, wait } => Err(self.refusal(rule, wait)),
+            Verdict::Unreachable if on_error == OnBackendError::Allow => Ok(()),
+            Verdict::Unreachable => {
+                metrics::rate_limited("store");
+                Err(GatewayError::RateLimited { scope: "store".into(), retry_after: STORE_RETRY_AFTER })
+            }
+        }
+    }
+
+    /// The refusal of rule `rule`, which would admit the request after `wait`.
+    fn refusal(&self, rule: usize, wait: Duration) -> GatewayError {
         let scope = self.rules.get(rule).map_or("global", Rule::scope);
         metrics::rate_limited(scope);
-        Err(GatewayError::RateLimited { scope: scope.into(), retry_after: whole_seconds(wait) })
+        GatewayError::RateLimited { scope: scope.into(), retry_after: whole_seconds(wait) }
     }
 }
 
@@ -154,7 +181,16 @@ where
     }
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let Some(limits) = self.limits.clone() else { return Box::pin(self.inner.call(req)) };
+        let Some(limits) = &self.limits else { return Box::pin(self.inner.call(req)) };
+        // In memory the verdict is known at once: the inner service is called now, while
+        // it is ready.
+        if let Store::Memory(store) = &limits.store {
+            return match limits.check_in_memory(store, &req) {
+                Ok(()) => Box::pin(self.inner.call(req)),
+                Err(refused) => Box::pin(std::future::ready(Err(refused))),
+            };
+        }
+        let limits = Arc::clone(limits);
         // The ready inner service goes with this request; the clone left behind is made
         // ready by the next `poll_ready`.
         let clone = self.inner.clone();

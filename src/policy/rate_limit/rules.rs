@@ -5,7 +5,8 @@ use crate::config::{LimitConfig, LimitKey, Rate};
 use crate::policy::glob::glob;
 use crate::session::Scope;
 
-/// The key all unauthenticated clients share under `per: principal`.
+/// The key unauthenticated clients share under `per: principal` when their transport
+/// has no address (stdio).
 pub(crate) const ANONYMOUS: &str = "anonymous";
 
 /// One configured limit, parsed.
@@ -50,11 +51,22 @@ impl Rule {
             }
         }
         match self.per {
-            LimitKey::Principal => Some(req.principal.as_ref().map_or_else(|| ANONYMOUS.to_owned(), |p| p.label())),
+            LimitKey::Principal => Some(principal_key(req)),
             LimitKey::Tool => req.tool.clone(),
             LimitKey::Upstream => upstream_of(req, separator).map(str::to_owned),
             LimitKey::Global => Some(String::new()),
         }
+    }
+}
+
+/// Who a request counts as under `per: principal`: the principal's label
+/// (`key:<name>`, `sub:<subject>`), or for unauthenticated clients their address
+/// (`addr:<ip>`), so that one anonymous client cannot spend everyone's budget.
+fn principal_key(req: &ClientRequest) -> String {
+    match (&req.principal, req.peer) {
+        (Some(principal), _) => principal.label(),
+        (None, Some(ip)) => format!("addr:{ip}"),
+        (None, None) => ANONYMOUS.to_owned(),
     }
 }
 

@@ -101,19 +101,44 @@ async fn a_tool_pattern_limits_only_matching_tools_and_a_global_limit_all() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn principals_count_apart_and_unauthenticated_clients_share_one_budget() {
+async fn principals_count_apart_and_unauthenticated_clients_count_per_address() {
     let s = session(Scope::Aggregate);
     let (svc, _) = limited(vec![limit(LimitKey::Principal, Some(&["*"]), "1/m", 2)]);
     let as_principal = |name: &str| {
         let mut req = call(&s, "demo__echo");
         req.principal = Some(Arc::new(Principal::api_key(name)));
+        req.peer = Some("10.0.0.1".parse().unwrap());
         req
     };
     assert_eq!(send(&svc, 3, || as_principal("alice")).await.0, 2);
     assert_eq!(send(&svc, 3, || as_principal("bob")).await.0, 2);
+    // Unauthenticated: one budget per address, whichever session; none from an address
+    // an authenticated principal shares.
+    let (a1, a2, b) = (session(Scope::Aggregate), session(Scope::Aggregate), session(Scope::Aggregate));
+    a1.bind_peer("10.0.0.1".parse().unwrap());
+    a2.bind_peer("10.0.0.1".parse().unwrap());
+    b.bind_peer("2001:db8::1".parse().unwrap());
+    assert_eq!(send(&svc, 1, || call(&a1, "demo__echo")).await.0, 1);
+    assert_eq!(send(&svc, 2, || call(&a2, "demo__echo")).await.0, 1, "sessions from one address share a budget");
+    assert_eq!(send(&svc, 3, || call(&b, "demo__echo")).await.0, 2, "another address has its own");
+    // Without an address (stdio), unauthenticated clients share one budget.
     let other = session(Scope::Aggregate);
     assert_eq!(send(&svc, 1, || call(&s, "demo__echo")).await.0, 1);
-    assert_eq!(send(&svc, 2, || call(&other, "demo__echo")).await.0, 1, "anonymous sessions share one budget");
+    assert_eq!(send(&svc, 2, || call(&other, "demo__echo")).await.0, 1, "address-less sessions share one budget");
+}
+
+#[tokio::test]
+async fn principal_keys_name_the_principal_or_the_address() {
+    let rule = Rule::new(&limit(LimitKey::Principal, None, "1/s", 1)).unwrap();
+    let s = session(Scope::Aggregate);
+    let mut req = call(&s, "x");
+    assert_eq!(rule.key_for(&req, "__").as_deref(), Some(rules::ANONYMOUS));
+    req.peer = Some("192.0.2.7".parse().unwrap());
+    assert_eq!(rule.key_for(&req, "__").as_deref(), Some("addr:192.0.2.7"));
+    req.peer = Some("2001:db8::1".parse().unwrap());
+    assert_eq!(rule.key_for(&req, "__").as_deref(), Some("addr:2001:db8::1"));
+    req.principal = Some(Arc::new(Principal::api_key("ci")));
+    assert_eq!(rule.key_for(&req, "__").as_deref(), Some("key:ci"));
 }
 
 #[tokio::test(start_paused = true)]
