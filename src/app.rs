@@ -46,6 +46,7 @@ use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
+use crate::telemetry::access::{AccessLayer, AccessLog};
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
@@ -68,15 +69,24 @@ pub struct Overrides {
 
 /// The client half of the request path, outermost layer first: what every client request
 /// goes through before (and after) it is routed to an upstream's own stack.
+/// The configured layers of the client stack.
+struct ClientLayers {
+    access: AccessLayer,
+    authorize: AuthorizeLayer,
+    rate_limits: RateLimitLayer,
+    cache: CacheLayer,
+}
+
 fn client_stack(
     router: Arc<Router>,
     rewriter: Arc<Rewriter>,
     limits: &LimitsConfig,
-    rate_limits: RateLimitLayer,
-    authorize: AuthorizeLayer,
-    cache: CacheLayer,
+    layers: ClientLayers,
 ) -> ClientService {
+    let ClientLayers { access, authorize, rate_limits, cache } = layers;
     let stack = ServiceBuilder::new()
+        // One access log line per request, with what became of it and how long it took.
+        .layer(access)
         // Every failure from any layer below becomes one sanitised answer, with the
         // HTTP hint (503 + Retry-After) its transport needs.
         .layer(RewriteLayer::new(rewriter))
@@ -242,11 +252,14 @@ impl Core {
         let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
         let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
         let cache = CacheLayer::new(&config.cache);
-        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, rate_limits, authorize, cache);
+        let access_log = AccessLog::start(&config.access_log)?;
+        let access = AccessLayer::new(access_log.clone());
+        let layers = ClientLayers { access, authorize, rate_limits, cache };
+        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, layers);
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal);
-        let gateway = Arc::new(Gateway::new(router, client, sessions));
+        let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
         Ok(Core { gateway, upstreams, breakers, transitions, metrics })
     }
 

@@ -38,7 +38,9 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
-pub use types::{CacheConfig, Config, CorsConfig, LimitsConfig, SecurityConfig, SessionConfig};
+pub use types::{
+    AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, SecurityConfig, SessionConfig,
+};
 pub use upstream::{
     Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
     UpstreamProtocol,

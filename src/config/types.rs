@@ -49,8 +49,43 @@ pub struct Config {
     pub authorization: AuthorizationConfig,
     /// The response cache honouring caching hints (`ttlMs`, `cacheScope`). Default: off.
     pub cache: CacheConfig,
+    /// One line per client request. Default: on, to stderr.
+    pub access_log: AccessLogConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// The access log: one line per client request (time, session, principal, method, tool,
+/// id, outcome, error code, HTTP status of a refusal, correlation id, duration).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessLogConfig {
+    /// Write it. Default `true`.
+    pub enabled: bool,
+    /// A file to append it to; `null` writes it to stderr. Default `null`.
+    pub path: Option<std::path::PathBuf>,
+    /// `json` (one object per line), `text`, or `auto`: text on a terminal, JSON
+    /// otherwise (and always in a file). Default `auto`.
+    pub format: AccessLogFormat,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        AccessLogConfig { enabled: true, path: None, format: AccessLogFormat::Auto }
+    }
+}
+
+/// The access log's line format.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// Text on a terminal, JSON otherwise.
+    #[default]
+    Auto,
+    /// One JSON object per line.
+    Json,
+    /// Readable text.
+    Text,
 }
 
 /// The response cache: cacheable results that carry `ttlMs > 0` (upstreams of the
@@ -88,6 +123,7 @@ impl Default for Config {
             rate_limits: RateLimitsConfig::default(),
             authorization: AuthorizationConfig::default(),
             cache: CacheConfig::default(),
+            access_log: AccessLogConfig::default(),
             upstreams: Vec::new(),
         }
     }

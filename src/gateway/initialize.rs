@@ -11,10 +11,12 @@ use serde_json::{Map, Value, json};
 use super::Gateway;
 use crate::call::GatewayError;
 use crate::jsonrpc::{self, Request};
+use crate::mcp::method;
 use crate::mcp::{self, meta};
 use crate::policy::Principal;
 use crate::session::table::Holder;
 use crate::session::{Scope, Session, Slot};
+use crate::telemetry::access::Recorded;
 
 /// Why an `initialize` could not open a session.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,37 @@ impl Gateway {
     /// costs no upstream connections beyond the table's size. The session is bound to
     /// `principal`, when clients authenticate, and remembers `peer`.
     pub async fn initialize(
+        &self,
+        scope: Scope,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+        principal: Option<Arc<Principal>>,
+    ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
+        let started = std::time::Instant::now();
+        let label = principal.as_deref().map(Principal::label);
+        let opened = self.open(scope, req, peer, principal).await;
+        if let Some(log) = &self.access {
+            let refused = |code, message: &str| Err(jsonrpc::error_object(code, message, None));
+            let (session, reply, status) = match &opened {
+                Ok((session, result)) => (session.key, Ok(result.clone()), None),
+                Err(InitError::Full) => (0, refused(jsonrpc::code::OVERLOADED, "too many sessions"), Some(503)),
+                Err(InitError::Invalid(why)) => (0, refused(jsonrpc::code::INVALID_PARAMS, why), Some(400)),
+                Err(InitError::Failed(_)) => (0, refused(jsonrpc::code::UPSTREAM_UNAVAILABLE, "unavailable"), None),
+            };
+            let request = Recorded {
+                started,
+                session,
+                principal: label,
+                method: method::INITIALIZE,
+                tool: None,
+                id: req.id.raw(),
+            };
+            log.record(request, &reply, status);
+        }
+        opened
+    }
+
+    async fn open(
         &self,
         scope: Scope,
         req: &Request,

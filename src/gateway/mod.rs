@@ -31,6 +31,9 @@ pub struct Gateway {
     sessions: SessionTable,
     /// The contexts of modern-era clients, by what they share (see `modern.rs`).
     contexts: modern::Contexts,
+    /// The access log, for the requests the gateway answers outside the client stack
+    /// (`initialize`).
+    access: Option<crate::telemetry::access::AccessLog>,
 }
 
 /// The encoded answer to one request.
@@ -57,7 +60,13 @@ pub(crate) struct ModernCaller {
 impl Gateway {
     /// A gateway whose requests go through `client` (the client stack over `router`).
     pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
-        Gateway { router, client, sessions, contexts: modern::Contexts::default() }
+        Gateway { router, client, sessions, contexts: modern::Contexts::default(), access: None }
+    }
+
+    /// The same gateway, writing `initialize` to `access` too.
+    pub(crate) fn with_access_log(mut self, access: Option<crate::telemetry::access::AccessLog>) -> Gateway {
+        self.access = access;
+        self
     }
 
     /// The upstreams.

@@ -23,6 +23,8 @@ pub(crate) const BREAKER_TRANSITIONS: &str = "seawall_breaker_transitions_total"
 pub(crate) const LOAD_SHED: &str = "seawall_load_shed_total";
 /// Requests refused by a rate limit, by scope (`principal`, `tool`, `upstream`, `global`).
 pub(crate) const RATE_LIMITED: &str = "seawall_rate_limited_total";
+/// Access log lines dropped because the writer fell behind.
+pub(crate) const ACCESS_LOG_DROPPED: &str = "seawall_access_log_dropped_total";
 /// Cacheable requests looked up in the response cache, by result (`hit`, `miss`).
 pub(crate) const CACHE: &str = "seawall_cache_lookups_total";
 /// Failures rewritten into answers, by origin (client, policy, upstream_transport, ...).
@@ -93,6 +95,7 @@ fn describe() {
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED, "Retries refused because the budget was spent.");
     metrics::describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker transitions, by new state.");
     metrics::describe_counter!(LOAD_SHED, "Requests refused by load shedding.");
+    metrics::describe_counter!(ACCESS_LOG_DROPPED, "Access log lines dropped because the writer fell behind.");
     metrics::describe_counter!(CACHE, "Cacheable requests looked up in the response cache, by result.");
     metrics::describe_counter!(ERRORS_REWRITTEN, "Failures rewritten into answers, by origin.");
     metrics::describe_gauge!(SESSIONS, "Live client sessions.");
@@ -167,6 +170,11 @@ pub(crate) fn load_shed(scope: &str) {
     counter!(LOAD_SHED, "scope" => scope.to_owned()).increment(1);
 }
 
+/// An access log line dropped.
+pub(crate) fn access_log_dropped() {
+    counter!(ACCESS_LOG_DROPPED).increment(1);
+}
+
 /// A lookup in the response cache (`hit` or `miss`).
 pub(crate) fn cache(result: &'static str) {
     counter!(CACHE, "result" => result).increment(1);
@@ -213,6 +221,7 @@ mod tests {
             LOAD_SHED,
             RATE_LIMITED,
             CACHE,
+            ACCESS_LOG_DROPPED,
             ERRORS_REWRITTEN,
             SESSIONS,
             UPSTREAM_RESTARTS,

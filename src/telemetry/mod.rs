@@ -1,6 +1,7 @@
 //! Logging and metrics. Logs go to stderr (stdout belongs to the stdio protocol and to
 //! the `listening on` lines); every metric is named in `metrics`.
 
+pub mod access;
 pub(crate) mod metrics;
 
 use std::io::IsTerminal as _;

@@ -1,0 +1,274 @@
+//! The access log (`access_log:`): one line per client request, outermost in the client
+//! stack — when it was answered, how long it took, which session and principal asked,
+//! the method, tool and id, and what became of it (outcome, JSON-RPC error code, HTTP
+//! status of a refusal, correlation id). JSON lines, or readable text on a terminal.
+//!
+//! Lines go to a bounded queue that a thread of their own writes (to stderr or a file),
+//! so a slow disk never slows a request; a line that does not fit is dropped and counted
+//! (`seawall_access_log_dropped_total`).
+
+use std::io::{IsTerminal as _, Write as _};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tower::{Layer, Service};
+
+use crate::call::{BoxFuture, Reply};
+use crate::client::{Answered, ClientRequest};
+use crate::config::{AccessLogConfig, AccessLogFormat};
+use crate::jsonrpc;
+use crate::mcp::method;
+
+/// Lines waiting for the writer before new ones are dropped.
+const QUEUE: usize = 8192;
+
+/// Where access lines go.
+#[derive(Clone)]
+pub struct AccessLog {
+    tx: SyncSender<String>,
+    json: bool,
+}
+
+impl AccessLog {
+    /// The log `config` asks for, with its writer thread started; `None` when it is off.
+    pub fn start(config: &AccessLogConfig) -> anyhow::Result<Option<AccessLog>> {
+        if !config.enabled {
+            return Ok(None);
+        }
+        let mut out: Box<dyn std::io::Write + Send> = match &config.path {
+            Some(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| anyhow::anyhow!("cannot open the access log {}: {e}", path.display()))?,
+            ),
+            None => Box::new(std::io::stderr()),
+        };
+        let json = match config.format {
+            AccessLogFormat::Json => true,
+            AccessLogFormat::Text => false,
+            AccessLogFormat::Auto => config.path.is_some() || !std::io::stderr().is_terminal(),
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(QUEUE);
+        std::thread::Builder::new().name("seawall-access-log".into()).spawn(move || {
+            while let Ok(line) = rx.recv() {
+                let _ = out.write_all(line.as_bytes());
+                // Write what is queued, then flush once.
+                while let Ok(more) = rx.try_recv() {
+                    let _ = out.write_all(more.as_bytes());
+                }
+                let _ = out.flush();
+            }
+        })?;
+        Ok(Some(AccessLog { tx, json }))
+    }
+
+    /// Writes the line of one answered request.
+    pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, status: Option<u16>) {
+        let (outcome, code, correlation_id) = outcome(request.method, reply);
+        let entry = Entry {
+            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            session: request.session,
+            principal: request.principal,
+            method: request.method,
+            tool: request.tool,
+            id: request.id,
+            outcome,
+            code,
+            status,
+            correlation_id,
+            duration_ms: request.started.elapsed().as_secs_f64() * 1000.0,
+        };
+        self.write(&entry);
+    }
+
+    fn write(&self, entry: &Entry<'_>) {
+        let line = if self.json { jsonrpc::to_json(entry) + "\n" } else { entry.text() };
+        match self.tx.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                super::metrics::access_log_dropped();
+            }
+        }
+    }
+}
+
+/// What the access log says of the request itself.
+pub(crate) struct Recorded<'a> {
+    /// When it arrived.
+    pub(crate) started: Instant,
+    /// The session's key (0 when none was opened).
+    pub(crate) session: u64,
+    /// Who asked, when clients authenticate.
+    pub(crate) principal: Option<String>,
+    /// The method.
+    pub(crate) method: &'a str,
+    /// The tool, for `tools/call`.
+    pub(crate) tool: Option<&'a str>,
+    /// The client's id.
+    pub(crate) id: &'a RawValue,
+}
+
+/// One access line.
+#[derive(Serialize)]
+struct Entry<'a> {
+    time: String,
+    session: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principal: Option<String>,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    id: &'a RawValue,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(rename = "correlationId", skip_serializing_if = "Option::is_none")]
+    correlation_id: Option<String>,
+    duration_ms: f64,
+}
+
+impl Entry<'_> {
+    fn text(&self) -> String {
+        let mut line = format!(
+            "{} session={} method={} id={} outcome={} {:.1}ms",
+            self.time,
+            self.session,
+            self.method,
+            self.id.get(),
+            self.outcome,
+            self.duration_ms
+        );
+        for (key, value) in [
+            ("principal", self.principal.clone()),
+            ("tool", self.tool.map(str::to_owned)),
+            ("code", self.code.map(|c| c.to_string())),
+            ("status", self.status.map(|s| s.to_string())),
+            ("correlation_id", self.correlation_id.clone()),
+        ] {
+            if let Some(value) = value {
+                line.push_str(&format!(" {key}={value}"));
+            }
+        }
+        line.push('\n');
+        line
+    }
+}
+
+/// What became of a request: outcome, error code and correlation id.
+fn outcome(method_name: &str, reply: &Reply) -> (&'static str, Option<i64>, Option<String>) {
+    #[derive(serde::Deserialize)]
+    struct ToolResult {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: i64,
+        #[serde(default)]
+        data: Option<ErrorData>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ErrorData {
+        #[serde(rename = "correlationId", default)]
+        correlation_id: Option<String>,
+    }
+    match reply {
+        Ok(result) if method_name == method::TOOLS_CALL => {
+            let is_error = jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
+            (if is_error { "tool_error" } else { "ok" }, None, None)
+        }
+        Ok(_) => ("ok", None, None),
+        Err(error) => {
+            let error = jsonrpc::view::<Error>(Some(error));
+            let code = error.as_ref().map(|e| e.code);
+            let correlation = error.and_then(|e| e.data).and_then(|d| d.correlation_id);
+            ("error", code, correlation)
+        }
+    }
+}
+
+/// Applies [`Access`] when the log is on.
+#[derive(Clone, Default)]
+pub struct AccessLayer {
+    log: Option<AccessLog>,
+}
+
+impl AccessLayer {
+    /// The layer writing to `log` (none: the layer does nothing).
+    pub fn new(log: Option<AccessLog>) -> AccessLayer {
+        AccessLayer { log }
+    }
+}
+
+impl<S> Layer<S> for AccessLayer {
+    type Service = Access<S>;
+    fn layer(&self, inner: S) -> Access<S> {
+        Access { inner, log: self.log.clone().map(Arc::new) }
+    }
+}
+
+/// Writes one access line per answered request.
+#[derive(Clone)]
+pub struct Access<S> {
+    inner: S,
+    log: Option<Arc<AccessLog>>,
+}
+
+impl<S> Service<ClientRequest> for Access<S>
+where
+    S: Service<ClientRequest, Response = Answered, Error = std::convert::Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Answered;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<'static, Result<Answered, std::convert::Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ClientRequest) -> Self::Future {
+        let Some(log) = self.log.clone() else {
+            return Box::pin(self.inner.call(req));
+        };
+        let started = Instant::now();
+        let session = req.session.key;
+        let principal = req.principal.as_deref().map(|p| p.label());
+        let method_name = Arc::clone(&req.method);
+        let tool = req.tool.clone();
+        let id = req.id.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let Ok(answered) = fut.await;
+            let request =
+                Recorded { started, session, principal, method: &method_name, tool: tool.as_deref(), id: id.raw() };
+            log.record(request, &answered.reply, answered.http.map(|h| h.status.as_u16()));
+            Ok(answered)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn outcomes_tell_results_tool_errors_and_errors_apart() {
+        let raw = |v: serde_json::Value| jsonrpc::to_raw(&v);
+        assert_eq!(outcome("tools/call", &Ok(raw(json!({"content": [], "isError": true})))).0, "tool_error");
+        assert_eq!(outcome("tools/call", &Ok(raw(json!({"content": []})))).0, "ok");
+        assert_eq!(outcome("tools/list", &Ok(raw(json!({"tools": [], "isError": true})))).0, "ok");
+        let error = raw(json!({"code": -32013, "message": "x", "data": {"correlationId": "c1"}}));
+        assert_eq!(outcome("tools/call", &Err(error)), ("error", Some(-32013), Some("c1".to_owned())));
+    }
+}
