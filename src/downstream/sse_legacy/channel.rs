@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::super::cancelled::InFlight;
 use crate::policy::Principal;
 use crate::policy::principal::same_caller;
 use crate::session::{OUTBOX_BUFFER, Scope, Session, mint_id};
@@ -36,6 +37,7 @@ impl Channels {
             tx,
             phase: Mutex::new(Phase::Fresh),
             ended: CancellationToken::new(),
+            inflight: InFlight::default(),
         });
         self.by_id.lock().insert(channel.id.clone(), Arc::clone(&channel));
         (channel, rx)
@@ -75,6 +77,8 @@ pub(crate) struct Channel {
     phase: Mutex<Phase>,
     /// Fired when the stream must end (its session ended, or no `initialize` came).
     pub(super) ended: CancellationToken,
+    /// The client's requests in flight, so that a cancelled one is not answered.
+    pub(super) inflight: InFlight,
 }
 
 impl Channel {

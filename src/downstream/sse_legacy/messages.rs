@@ -1,6 +1,7 @@
 //! The POSTs of HTTP+SSE clients: `.../messages?sessionId=ID` carries one message (or,
 //! in a 2025-03-26 session, a batch). Every accepted POST is answered 202 at once;
-//! requests run concurrently in their own tasks and their answers go to the stream.
+//! requests run concurrently in their own tasks and their answers go to the stream
+//! (except the answer to a request the client cancelled: none is sent).
 //!
 //! The HTTP refusals are those of Streamable HTTP: 400 for a missing `sessionId`, an
 //! unsupported `MCP-Protocol-Version` or a malformed body, 404 for a stream that is
@@ -14,6 +15,7 @@ use axum::http::Uri;
 use axum::response::Response;
 use serde_json::json;
 
+use super::super::cancelled::Tracked;
 use super::super::refusal::Refusal;
 use super::super::streamable_http::{Cx, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, is_json, read_body};
 use super::Channel;
@@ -95,9 +97,15 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
         }
         Message::Request(req) => match session {
             Some(session) => {
+                let tracked = channel.inflight.track(&req.id);
                 let (gateway, channel) = (Arc::clone(gateway), Arc::clone(channel));
                 tokio::spawn(async move {
                     let answer = gateway.handle_request(&session, req, Some(channel.sender())).await;
+                    // The receiver of `notifications/cancelled` sends nothing for that request.
+                    if tracked.as_ref().is_some_and(Tracked::cancelled) {
+                        tracing::debug!(session = session.key, "withheld the answer to a request the client cancelled");
+                        return;
+                    }
                     channel.send(answer.body).await;
                 });
             }
@@ -111,7 +119,10 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
             }
         },
         Message::Notification(n) => match session {
-            Some(session) => gateway.handle_notification(&session, n).await,
+            Some(session) => {
+                channel.inflight.note(&n);
+                gateway.handle_notification(&session, n).await;
+            }
             None => tracing::debug!(method = %n.method, "dropped a notification sent before initialize"),
         },
         Message::Response(r) => match session {

@@ -2,21 +2,19 @@
 //! requests run in tasks of their own, notifications and the client's answers to server
 //! requests go to the gateway, batches (2025-03-26) are answered with one array line.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
+use super::super::cancelled::{InFlight, Tracked};
 use super::StdioClient;
 use super::output::{self, Output};
 use super::refusal::Refusal;
 use crate::gateway::{Gateway, InitError};
 use crate::jsonrpc::{self, Id, Message, Notification, Payload, Request};
-use crate::mcp::{self, meta, method};
+use crate::mcp::{self, method};
 use crate::session::Session;
 
 /// When a client refused because the session table is full may try again.
@@ -164,12 +162,7 @@ impl Conn {
     }
 
     async fn notification(&self, session: &Arc<Session>, n: Notification) {
-        if n.method == method::CANCELLED
-            && let Some(p) = jsonrpc::view::<meta::CancelledParams>(n.params.as_deref())
-            && let Some(id) = Id::from_value(&p.request_id)
-        {
-            self.inflight.cancel(&id);
-        }
+        self.inflight.note(&n);
         self.gateway.handle_notification(session, n).await;
     }
 
@@ -205,52 +198,5 @@ impl Conn {
             answers.extend(futures::future::join_all(runs).await.into_iter().map(|a| a.body));
             out.send(format!("[{}]", answers.join(","))).await;
         });
-    }
-}
-
-/// The client's requests in flight, each with whether the client cancelled it.
-#[derive(Clone, Default)]
-struct InFlight(Arc<Mutex<HashMap<Id, Arc<AtomicBool>>>>);
-
-impl InFlight {
-    /// Tracks a request until the returned guard drops; `None` when its id is already
-    /// in flight (admission refuses that request, and the first one keeps the entry).
-    fn track(&self, id: &Id) -> Option<Tracked> {
-        let mut map = self.0.lock();
-        if map.contains_key(id) {
-            return None;
-        }
-        let flag = Arc::new(AtomicBool::new(false));
-        map.insert(id.clone(), Arc::clone(&flag));
-        Some(Tracked { inflight: self.clone(), id: id.clone(), flag })
-    }
-
-    /// The client cancelled the request with this id (if it is in flight).
-    fn cancel(&self, id: &Id) {
-        if let Some(flag) = self.0.lock().get(id) {
-            flag.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-/// One tracked request; forgotten on drop.
-struct Tracked {
-    inflight: InFlight,
-    id: Id,
-    flag: Arc<AtomicBool>,
-}
-
-impl Tracked {
-    fn cancelled(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        let mut map = self.inflight.0.lock();
-        if map.get(&self.id).is_some_and(|flag| Arc::ptr_eq(flag, &self.flag)) {
-            map.remove(&self.id);
-        }
     }
 }
