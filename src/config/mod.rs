@@ -38,7 +38,7 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
-pub use types::{Config, LimitsConfig, SecurityConfig, SessionConfig};
+pub use types::{Config, LimitsConfig, ReplayBufferConfig, SecurityConfig, SessionConfig};
 pub use upstream::{
     Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
     UpstreamProtocol,

@@ -92,11 +92,37 @@ pub struct SessionConfig {
     /// per-address limit (e.g. behind a reverse proxy, where every client has the
     /// proxy's address). Default `256`.
     pub max_sessions_per_peer: usize,
+    /// What each SSE stream towards a Streamable HTTP client keeps for a client that
+    /// reconnects with `Last-Event-ID`.
+    pub replay_buffer: ReplayBufferConfig,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { idle_timeout: Duration::from_secs(30 * 60), max_sessions: 4096, max_sessions_per_peer: 256 }
+        SessionConfig {
+            idle_timeout: Duration::from_secs(30 * 60),
+            max_sessions: 4096,
+            max_sessions_per_peer: 256,
+            replay_buffer: ReplayBufferConfig::default(),
+        }
+    }
+}
+
+/// The replay buffer of one SSE stream towards a Streamable HTTP client: the newest
+/// events it sent or has yet to send, oldest dropped first when either bound is passed.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayBufferConfig {
+    /// Most events kept per stream (count, at least 1). Default `256`.
+    pub messages: usize,
+    /// Most bytes of events kept per stream (bytes, at least 1); one event larger than
+    /// this is kept only until it is sent. Default `1048576` (1 MiB).
+    pub bytes: usize,
+}
+
+impl Default for ReplayBufferConfig {
+    fn default() -> Self {
+        ReplayBufferConfig { messages: 256, bytes: 1 << 20 }
     }
 }
 
