@@ -328,6 +328,7 @@ impl HttpFront {
             body_timeout: config.limits.body_timeout,
             closing: tokio_util::sync::CancellationToken::new(),
             sse: Default::default(),
+            replay: config.session.replay_buffer,
         };
         let closing = state.closing.clone();
         let mut app = streamable_http::router(state);

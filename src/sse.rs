@@ -159,6 +159,13 @@ pub(crate) fn encode_message(data: &str, id: Option<&str>) -> Bytes {
     Bytes::from(out)
 }
 
+/// Encodes a priming event: an id and empty data, so that a client may reconnect with
+/// `Last-Event-ID` before any message arrived, and `retry` (milliseconds), how long it
+/// should wait before it does.
+pub(crate) fn encode_priming(id: &str, retry: std::time::Duration) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", retry.as_millis()))
+}
+
 /// Encodes one event of type `event` (e.g. `endpoint`), without an id.
 pub(crate) fn encode_event(event: &str, data: &str) -> Bytes {
     let mut out = format!("event: {event}\n");
@@ -209,5 +216,13 @@ mod tests {
             &encode_event("endpoint", "/messages?sessionId=x")[..],
             b"event: endpoint\ndata: /messages?sessionId=x\n\n"
         );
+    }
+
+    #[test]
+    fn priming_events_decode_as_an_id_with_empty_data() {
+        let frame = encode_priming("7-1", std::time::Duration::from_secs(1));
+        assert_eq!(&frame[..], b"id: 7-1\nretry: 1000\ndata: \n\n");
+        let evs = Decoder::new(1024).feed(&frame).unwrap();
+        assert_eq!(evs, vec![Event { event: None, data: String::new(), id: Some("7-1".into()), retry: Some(1000) }]);
     }
 }

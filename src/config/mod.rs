@@ -39,7 +39,8 @@ pub use resilience::{
     RetryOverrides, ToolConfig,
 };
 pub use types::{
-    AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, SecurityConfig, SessionConfig,
+    AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, ReplayBufferConfig,
+    SecurityConfig, SessionConfig,
 };
 pub use upstream::{
     Defaults, HttpTransport, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,

@@ -156,6 +156,9 @@ pub struct SessionConfig {
     /// Unauthenticated clients are not counted here. `0` means no per-principal limit,
     /// the default, since one API key often serves a whole fleet of clients.
     pub max_sessions_per_principal: usize,
+    /// What each SSE stream towards a Streamable HTTP client keeps for a client that
+    /// reconnects with `Last-Event-ID`.
+    pub replay_buffer: ReplayBufferConfig,
 }
 
 impl Default for SessionConfig {
@@ -165,7 +168,26 @@ impl Default for SessionConfig {
             max_sessions: 4096,
             max_sessions_per_peer: 256,
             max_sessions_per_principal: 0,
+            replay_buffer: ReplayBufferConfig::default(),
         }
+    }
+}
+
+/// The replay buffer of one SSE stream towards a Streamable HTTP client: the newest
+/// events it sent or has yet to send, oldest dropped first when either bound is passed.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayBufferConfig {
+    /// Most events kept per stream (count, at least 1). Default `256`.
+    pub messages: usize,
+    /// Most bytes of events kept per stream (bytes, at least 1); one event larger than
+    /// this is kept only until it is sent. Default `1048576` (1 MiB).
+    pub bytes: usize,
+}
+
+impl Default for ReplayBufferConfig {
+    fn default() -> Self {
+        ReplayBufferConfig { messages: 256, bytes: 1 << 20 }
     }
 }
 

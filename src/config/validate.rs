@@ -62,6 +62,9 @@ fn check_limits(config: &Config, out: &mut Vec<Problem>) {
     let session = FieldPath::root().key("session");
     positive(&session.key("idle_timeout"), config.session.idle_timeout, out);
     nonzero(&session.key("max_sessions"), config.session.max_sessions, out);
+    let replay = session.key("replay_buffer");
+    nonzero(&replay.key("messages"), config.session.replay_buffer.messages, out);
+    nonzero(&replay.key("bytes"), config.session.replay_buffer.bytes, out);
     let at = FieldPath::root().key("limits");
     let limits = &config.limits;
     for (field, value) in [

@@ -3,7 +3,8 @@
 //! `POST /mcp[/<upstream>]` carries one message (or, in 2025-03-26, a batch); a request is
 //! answered with JSON when nothing precedes its response, else with an SSE stream that
 //! carries related notifications and server requests first. `GET` opens the session's
-//! stream for messages not tied to a request; `DELETE` ends the session.
+//! stream for messages not tied to a request; `DELETE` ends the session. Both kinds of
+//! stream are resumable with `GET` and `Last-Event-ID` (see [`super::resumable`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct HttpState {
     pub closing: CancellationToken,
     /// The HTTP+SSE (2024-11-05) sessions, by the `sessionId` of their endpoint URL.
     pub(crate) sse: Arc<super::sse_legacy::Channels>,
+    /// What each SSE stream keeps for a client that resumes it (`session.replay_buffer`).
+    pub replay: crate::config::ReplayBufferConfig,
 }
 
 /// The MCP routes, with those of HTTP+SSE (2024-11-05).
@@ -221,7 +224,7 @@ async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
                 Ok(s) => s,
                 Err(refusal) => return cx.refuse(refusal, id.as_ref()),
             };
-            dispatch(st, &session, msg, accept.sse).await
+            dispatch(cx, &session, msg, accept.sse).await
         }
         Payload::Batch(items) => {
             let session = match session_for(cx, &scope) {
@@ -280,7 +283,8 @@ fn session_for(cx: &Cx<'_>, scope: &Scope) -> Result<Arc<Session>, Refusal> {
     }
 }
 
-async fn dispatch(st: &HttpState, session: &Arc<Session>, msg: Message, sse_ok: bool) -> Response {
+async fn dispatch(cx: &Cx<'_>, session: &Arc<Session>, msg: Message, sse_ok: bool) -> Response {
+    let st = cx.st;
     match msg {
         Message::Notification(n) => {
             st.gateway.handle_notification(session, n).await;
@@ -290,15 +294,16 @@ async fn dispatch(st: &HttpState, session: &Arc<Session>, msg: Message, sse_ok: 
             st.gateway.handle_response(session, r).await;
             accepted()
         }
-        Message::Request(req) => answer(st, session, req, sse_ok).await,
+        Message::Request(req) => answer(cx, session, req, sse_ok).await,
     }
 }
 
 /// Runs a request in its own task (a dropped connection is not a cancellation) and
-/// answers with JSON, or with SSE as soon as something precedes the response.
-async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, sse_ok: bool) -> Response {
+/// answers with JSON, or with a resumable SSE stream as soon as something precedes the
+/// response.
+async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_ok: bool) -> Response {
     let (out_tx, out_rx) = mpsc::channel::<String>(64);
-    let gateway = Arc::clone(&st.gateway);
+    let gateway = Arc::clone(&cx.st.gateway);
     let task_session = Arc::clone(session);
     let id = req.id.clone();
     let run = async move {
@@ -310,7 +315,7 @@ async fn answer(st: &HttpState, session: &Arc<Session>, req: jsonrpc::Request, s
         };
         Final { body: answer.body, status, retry_after }
     };
-    json_or_stream(run, out_rx, id, None).await
+    super::resumable::json_or_stream(cx, session, run, out_rx, id).await
 }
 
 /// The answer to one request, as the transport sends it when nothing preceded it.
@@ -352,19 +357,7 @@ pub(super) async fn json_or_stream(
                         .chain(futures::stream::iter(response.ok().map(|a| a.body)));
                     return sse_response(tail);
                 }
-                Err(_) => {
-                    return match response {
-                        Ok(Final { body, status, retry_after }) => {
-                            let mut resp = json_response(status, body);
-                            if let Some(after) = retry_after {
-                                let after = after.as_secs().max(1);
-                                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
-                            }
-                            resp
-                        }
-                        Err(_) => json_response(StatusCode::OK, internal_error(&id)),
-                    };
-                }
+                Err(_) => return json_final(response, &id),
             }
         }
     };
@@ -378,6 +371,21 @@ pub(super) async fn json_or_stream(
         body
     });
     sse_response(head.chain(rest).chain(last))
+}
+
+/// The JSON answer of a request whose response came before anything else.
+pub(super) fn json_final(response: Result<Final, oneshot::error::RecvError>, id: &Id) -> Response {
+    match response {
+        Ok(Final { body, status, retry_after }) => {
+            let mut resp = json_response(status, body);
+            if let Some(after) = retry_after {
+                let after = after.as_secs().max(1);
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
+            }
+            resp
+        }
+        Err(_) => json_response(StatusCode::OK, internal_error(id)),
+    }
 }
 
 pub(super) fn internal_error(id: &Id) -> String {
@@ -418,54 +426,7 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
         Ok(s) => s,
         Err(refusal) => return cx.refuse(refusal, None),
     };
-    let Some(rx) = session.take_outbox() else {
-        return cx.refuse(Refusal::StreamConflict, None);
-    };
-    session.open_upstream_streams().await;
-    let ended = session.ended();
-    let closing = cx.st.closing.clone();
-    let end = async move {
-        tokio::select! {
-            () = ended.cancelled() => {}
-            () = closing.cancelled() => {}
-        }
-    };
-    let messages = OutboxStream { rx: Some(rx), session: Arc::clone(&session) };
-    let events = messages.map(|m| sse::encode_message(&m, None));
-    let keep_alive = futures::stream::unfold((), |()| async {
-        tokio::time::sleep(KEEP_ALIVE).await;
-        Some((Bytes::from_static(b": keep-alive\n\n"), ()))
-    });
-    // The stream ends with its session (DELETE, idle expiry) or when the gateway stops.
-    let body = futures::stream::select(events, keep_alive).take_until(Box::pin(end)).map(Ok::<_, Infallible>);
-    sse_headers(Response::new(Body::from_stream(body)))
-}
-
-/// The GET stream's messages; gives the queue back to the session when the client leaves.
-struct OutboxStream {
-    rx: Option<mpsc::Receiver<String>>,
-    session: Arc<Session>,
-}
-
-impl Stream for OutboxStream {
-    type Item = String;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<String>> {
-        match self.rx.as_mut() {
-            Some(rx) => rx.poll_recv(cx),
-            None => std::task::Poll::Ready(None),
-        }
-    }
-}
-
-impl Drop for OutboxStream {
-    fn drop(&mut self) {
-        if let Some(rx) = self.rx.take() {
-            self.session.return_outbox(rx);
-        }
-    }
+    super::resumable::get(cx, &session).await
 }
 
 async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {

@@ -2,6 +2,7 @@
 //! upstream links behind it, and the mapping of everything that flows back to the client.
 
 pub mod relay;
+pub(crate) mod replay;
 pub mod table;
 
 use std::collections::HashMap;
@@ -101,6 +102,8 @@ pub struct Session {
     listeners: tokio::sync::broadcast::Sender<String>,
     /// The client's address when it opened the session, if the transport has one.
     peer: std::sync::OnceLock<IpAddr>,
+    /// The resumable SSE streams towards a Streamable HTTP client.
+    streams: replay::Streams,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -143,6 +146,7 @@ impl Session {
             stateless: std::sync::atomic::AtomicBool::new(false),
             listeners: tokio::sync::broadcast::channel(LISTEN_BUFFER).0,
             peer: std::sync::OnceLock::new(),
+            streams: replay::Streams::default(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -259,9 +263,25 @@ impl Session {
         }
     }
 
-    /// Gives the queue back when the GET stream closes.
-    pub fn return_outbox(&self, rx: mpsc::Receiver<String>) {
-        *self.outbox_rx.lock() = Some(rx);
+    /// The resumable SSE streams of a Streamable HTTP client.
+    pub(crate) fn streams(&self) -> &replay::Streams {
+        &self.streams
+    }
+
+    /// The resumable GET stream of a Streamable HTTP client. Made on first use, when it
+    /// takes the GET stream's queue for good: a task moves the queued messages into the
+    /// stream, whose buffer then holds them for whichever connection reads it.
+    pub(crate) fn get_stream(&self, limits: crate::config::ReplayBufferConfig) -> Arc<replay::ResumableStream> {
+        let (stream, made) = self.streams.get_stream(limits);
+        if made {
+            match self.take_outbox() {
+                Some(rx) => {
+                    tokio::spawn(relay::pump_outbox(rx, Arc::clone(&stream), self.ended()));
+                }
+                None => tracing::warn!(session = self.key, "the GET stream's queue was taken: its messages are lost"),
+            }
+        }
+        stream
     }
 
     /// Remembers a server-initiated request relayed to the client; returns the client-side id.
@@ -353,6 +373,7 @@ impl Session {
     /// Stops relaying events and ends the streams tied to the session (it is ending).
     pub fn stop(&self) {
         self.ended.cancel();
+        self.streams.clear();
         if let Some(pump) = self.pump.lock().take() {
             pump.abort();
         }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
+use super::replay::ResumableStream;
 use super::{ServerRequest, Session};
 use crate::call::{Tagged, UpstreamEvent};
 use crate::jsonrpc::{self, Id};
@@ -67,6 +69,24 @@ pub async fn pump_unrelated(session: Weak<Session>, mut rx: mpsc::Receiver<Tagge
         };
         if let Some(message) = to_client(&session, tagged, None) {
             session.push_outbox(message);
+        }
+    }
+}
+
+/// Moves the messages queued for a Streamable HTTP client's GET stream into its
+/// resumable stream, until the session ends.
+pub async fn pump_outbox(mut rx: mpsc::Receiver<String>, stream: Arc<ResumableStream>, ended: CancellationToken) {
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = ended.cancelled() => return,
+            message = rx.recv() => message,
+        };
+        match message {
+            // An empty message only asks for a stream to open; the GET stream is open.
+            Some(m) if m.is_empty() => {}
+            Some(m) => stream.push(m).await,
+            None => return,
         }
     }
 }
