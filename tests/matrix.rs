@@ -109,14 +109,7 @@ const NOT_ANSWERED: &str = "7 the cancelled request not answered";
 /// Cells known to fail at one step, and why (printed with the table). A listed cell that
 /// passes, or that fails at another step, fails the test: the list cannot hide another
 /// failure, nor outlive the bug.
-const EXPECTED_FAILURES: &[(Era, &[Kind], &str, &str)] = &[(
-    Era::Streamable,
-    &Kind::ALL,
-    NOT_ANSWERED,
-    "seawall answers a Streamable HTTP request the client cancelled with -32800 on the request's own \
-     stream (src/downstream/streamable_http.rs `answer`), where the receiver of notifications/cancelled \
-     should send nothing; stdio and HTTP+SSE withhold it",
-)];
+const EXPECTED_FAILURES: &[(Era, &[Kind], &str, &str)] = &[];
 
 /// Where a cell stopped, and why.
 #[derive(Debug)]

@@ -1,7 +1,6 @@
 //! Downstream transports: how clients reach seawall.
 
 pub(crate) mod budget;
-mod cancelled;
 pub(crate) mod cors;
 pub(crate) mod listener;
 mod modern;

@@ -47,7 +47,7 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 }
 
 fn answer(a: ModernAnswer) -> Final {
-    Final { body: a.body, status: a.status, retry_after: a.retry_after }
+    Final { body: a.body, status: a.status, retry_after: a.retry_after, withheld: false }
 }
 
 fn rejected(id: Option<&Id>, rejection: modern::Rejection) -> Response {

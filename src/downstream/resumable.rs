@@ -52,13 +52,21 @@ pub(super) async fn json_or_stream(
     };
     let (first, answer): (String, AnswerFuture) = match first {
         Ok(message) => {
-            let answer = async move { final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id)) };
+            let answer = async move {
+                match final_rx.await {
+                    Ok(a) => (!a.withheld).then_some(a.body),
+                    Err(_) => Some(internal_error(&id)),
+                }
+            };
             (message, Box::pin(answer))
         }
         Err(response) => match out_rx.try_recv() {
             // Something preceded the answer after all: stream both.
             Ok(message) => {
-                let answer = response.map(|a| a.body).unwrap_or_else(|_| internal_error(&id));
+                let answer = match response {
+                    Ok(a) => (!a.withheld).then_some(a.body),
+                    Err(_) => Some(internal_error(&id)),
+                };
                 (message, Box::pin(futures::future::ready(answer)))
             }
             Err(_) => return json_final(response, &id),
@@ -70,10 +78,11 @@ pub(super) async fn json_or_stream(
     post_stream(session, &stream)
 }
 
-/// The encoded answer of a request, once it is in.
-type AnswerFuture = std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>;
+/// The encoded answer of a request, once it is in; `None` when it is withheld (the
+/// client cancelled the request).
+type AnswerFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>;
 
-/// Moves a request's messages, then its answer, into its stream.
+/// Moves a request's messages, then its answer (unless withheld), into its stream.
 async fn feed(stream: &ResumableStream, first: String, mut out_rx: mpsc::Receiver<String>, answer: AnswerFuture) {
     // Empty messages only asked for the stream to open; they carry nothing.
     if !first.is_empty() {

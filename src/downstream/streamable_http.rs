@@ -287,6 +287,7 @@ async fn dispatch(cx: &Cx<'_>, session: &Arc<Session>, msg: Message, sse_ok: boo
     let st = cx.st;
     match msg {
         Message::Notification(n) => {
+            session.cancels().note(&n);
             st.gateway.handle_notification(session, n).await;
             accepted()
         }
@@ -306,6 +307,9 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
     let gateway = Arc::clone(&cx.st.gateway);
     let task_session = Arc::clone(session);
     let id = req.id.clone();
+    // A second request with an id in flight is refused by admission; only the first one
+    // can be withheld.
+    let tracked = session.cancels().track(&id);
     let run = async move {
         let out = sse_ok.then_some(out_tx);
         let answer = gateway.handle_request(&task_session, req, out).await;
@@ -313,7 +317,8 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
             Some(hint) => (hint.status, Some(hint.retry_after)),
             None => (StatusCode::OK, None),
         };
-        Final { body: answer.body, status, retry_after }
+        let withheld = tracked.is_some_and(|t| t.cancelled());
+        Final { body: answer.body, status, retry_after, withheld }
     };
     super::resumable::json_or_stream(cx, session, run, out_rx, id).await
 }
@@ -326,6 +331,8 @@ pub(super) struct Final {
     pub(super) status: StatusCode,
     /// `Retry-After` of a refusal.
     pub(super) retry_after: Option<Duration>,
+    /// The client cancelled the request: nothing is sent for it.
+    pub(super) withheld: bool,
 }
 
 /// Runs `run` in its own task and answers with its JSON response, or — as soon as a
@@ -376,7 +383,8 @@ pub(super) async fn json_or_stream(
 /// The JSON answer of a request whose response came before anything else.
 pub(super) fn json_final(response: Result<Final, oneshot::error::RecvError>, id: &Id) -> Response {
     match response {
-        Ok(Final { body, status, retry_after }) => {
+        Ok(Final { withheld: true, .. }) => sse_headers(Response::new(Body::empty())),
+        Ok(Final { body, status, retry_after, withheld: false }) => {
             let mut resp = json_response(status, body);
             if let Some(after) = retry_after {
                 let after = after.as_secs().max(1);

@@ -1,6 +1,7 @@
 //! Client sessions (legacy Streamable HTTP era): the gateway session a client holds, the
 //! upstream links behind it, and the mapping of everything that flows back to the client.
 
+pub(crate) mod cancelled;
 pub mod relay;
 pub(crate) mod replay;
 pub mod table;
@@ -104,6 +105,8 @@ pub struct Session {
     peer: std::sync::OnceLock<IpAddr>,
     /// The resumable SSE streams towards a Streamable HTTP client.
     streams: replay::Streams,
+    /// A Streamable HTTP client's requests in flight, with whether it cancelled them.
+    cancels: cancelled::InFlight,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -147,6 +150,7 @@ impl Session {
             listeners: tokio::sync::broadcast::channel(LISTEN_BUFFER).0,
             peer: std::sync::OnceLock::new(),
             streams: replay::Streams::default(),
+            cancels: cancelled::InFlight::default(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -261,6 +265,11 @@ impl Session {
         for (_, link) in self.links() {
             link.want_unrelated_stream().await;
         }
+    }
+
+    /// A Streamable HTTP client's requests in flight, with whether it cancelled them.
+    pub(crate) fn cancels(&self) -> &cancelled::InFlight {
+        &self.cancels
     }
 
     /// The resumable SSE streams of a Streamable HTTP client.

@@ -10,9 +10,9 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::super::cancelled::InFlight;
 use crate::policy::Principal;
 use crate::policy::principal::same_caller;
+use crate::session::cancelled::InFlight;
 use crate::session::{OUTBOX_BUFFER, Scope, Session, mint_id};
 
 /// Every open HTTP+SSE stream, by its `sessionId`.

@@ -15,7 +15,6 @@ use axum::http::Uri;
 use axum::response::Response;
 use serde_json::json;
 
-use super::super::cancelled::Tracked;
 use super::super::refusal::Refusal;
 use super::super::streamable_http::{Cx, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, is_json, read_body};
 use super::Channel;
@@ -23,6 +22,7 @@ use crate::gateway::InitError;
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
 use crate::session::Scope;
+use crate::session::cancelled::Tracked;
 
 /// Takes one POST on `scope`'s messages URL.
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, uri: &Uri, body: Body) -> Response {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
-use super::super::cancelled::{InFlight, Tracked};
 use super::StdioClient;
 use super::output::{self, Output};
 use super::refusal::Refusal;
@@ -16,6 +15,7 @@ use crate::gateway::{Gateway, InitError};
 use crate::jsonrpc::{self, Id, Message, Notification, Payload, Request};
 use crate::mcp::{self, method};
 use crate::session::Session;
+use crate::session::cancelled::{InFlight, Tracked};
 
 /// When a client refused because the session table is full may try again.
 const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);

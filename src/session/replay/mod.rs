@@ -132,9 +132,12 @@ impl ResumableStream {
         }
     }
 
-    /// Queues the answer, the stream's last message.
-    pub(crate) async fn finish(&self, answer: String) {
-        self.push(answer).await;
+    /// Queues the answer, the stream's last message; with none (withheld), the stream
+    /// ends after what was queued before.
+    pub(crate) async fn finish(&self, answer: Option<String>) {
+        if let Some(answer) = answer {
+            self.push(answer).await;
+        }
         self.state.lock().finished = true;
         self.wake();
     }

@@ -38,7 +38,7 @@ async fn a_dropped_reader_is_resumed_with_exactly_the_rest_then_the_stream_ends(
     assert!(!stream.is_attached());
     // Nobody reads: the rest and the answer are kept.
     stream.push("p3".into()).await;
-    stream.finish("answer".into()).await;
+    stream.finish(Some("answer".into())).await;
     assert!(stream.is_finished());
 
     let found = streams.post(stream.id()).expect("kept for a resume");
@@ -119,7 +119,7 @@ async fn finished_streams_nobody_reads_are_bounded_per_session() {
     let mut ids = Vec::new();
     for i in 0..RETAINED_FINISHED + 4 {
         let stream = streams.open_post(limits(4));
-        stream.finish(format!("answer {i}")).await;
+        stream.finish(Some(format!("answer {i}"))).await;
         ids.push(stream.id());
     }
     streams.open_post(limits(4));

@@ -201,12 +201,14 @@ impl HttpLink {
                     }
                     return Ok(());
                 }
-                Err(e @ UpstreamError::Connect(_)) => return Err(e),
+                // An upstream that failed (unreachable, timed out, overloaded) said nothing
+                // about the era: the handshake fails as it is, and nothing is remembered.
+                Err(e) if !refuses_era(&e) => return Err(handshake_error(e)),
                 Err(e) => {
                     let era = if modern_era { "modern" } else { "legacy" };
                     tracing::debug!(upstream = %self.up.name, era, error = %e, "the upstream refused this era");
                     refused = true;
-                    last = e;
+                    last = handshake_error(e);
                 }
             }
         }
@@ -214,15 +216,16 @@ impl HttpLink {
         Err(last)
     }
 
+    /// The legacy handshake. Its errors are as the exchange failed, for
+    /// [`refuses_era`]; the caller makes them handshake errors.
     async fn initialize(self: &Arc<Self>) -> Result<(), UpstreamError> {
         let id = fresh_id();
         let body = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
-        let resp = self.post(body, &SessionState::default()).await.map_err(handshake_error)?;
+        let resp = self.post(body, &SessionState::default()).await?;
         let session_id = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let reply = match self.read_answer(resp, &id, None, &SessionState::default()).await {
-            Ok(Outcome::Reply(reply)) => reply,
-            Ok(_) => return Err(UpstreamError::Handshake("no answer to initialize".into())),
-            Err(e) => return Err(handshake_error(e)),
+        let reply = match self.read_answer(resp, &id, None, &SessionState::default()).await? {
+            Outcome::Reply(reply) => reply,
+            _ => return Err(UpstreamError::Handshake("no answer to initialize".into())),
         };
         let result = reply.map_err(|err| UpstreamError::Handshake(format!("initialize refused: {}", err.get())))?;
         let init = InitResult::parse(result)
@@ -241,7 +244,7 @@ impl HttpLink {
             Ok(resp) => {
                 tracing::warn!(upstream = %self.up.name, status = %resp.status(), "upstream refused notifications/initialized")
             }
-            Err(e) => return Err(handshake_error(e)),
+            Err(e) => return Err(e),
         }
         self.ready.store(true, Ordering::SeqCst);
         if self.get_wanted.load(Ordering::SeqCst) {
@@ -495,6 +498,23 @@ fn send_cancel(link: &Weak<HttpLink>, id: Id) {
     }
 }
 
+/// Whether a failed handshake means the upstream refuses that protocol era (it
+/// answered, and not as that era's server would), rather than that it failed: a
+/// client error status (not 408 or 429), a JSON-RPC error or an answer that is not the
+/// era's handshake result, or something that is not MCP at all.
+fn refuses_era(e: &UpstreamError) -> bool {
+    match e {
+        UpstreamError::HttpStatus { status, .. } => (400..500).contains(status) && !matches!(status, 408 | 429),
+        UpstreamError::Handshake(_) | UpstreamError::Protocol(_) => true,
+        UpstreamError::Connect(_)
+        | UpstreamError::NotRunning(_)
+        | UpstreamError::Io(_)
+        | UpstreamError::ProcessExited
+        | UpstreamError::TooLarge { .. }
+        | UpstreamError::SessionLost(_) => false,
+    }
+}
+
 pub(super) fn handshake_error(e: UpstreamError) -> UpstreamError {
     match e {
         UpstreamError::Connect(m) => UpstreamError::Connect(m),
@@ -510,4 +530,35 @@ pub(super) fn status_error(resp: &reqwest::Response) -> UpstreamError {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
     UpstreamError::HttpStatus { status: resp.status().as_u16(), retry_after }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_answer_refuses_an_era_a_failure_does_not() {
+        let status = |status| UpstreamError::HttpStatus { status, retry_after: None };
+        for refused in [
+            status(400),
+            status(404),
+            status(405),
+            status(406),
+            UpstreamError::Handshake("initialize refused: {}".into()),
+            UpstreamError::Protocol("not JSON".into()),
+        ] {
+            assert!(refuses_era(&refused), "{refused}");
+        }
+        for failed in [
+            status(408),
+            status(429),
+            status(500),
+            status(503),
+            UpstreamError::Connect("refused".into()),
+            UpstreamError::Io("reset".into()),
+            UpstreamError::TooLarge { limit: 1 },
+        ] {
+            assert!(!refuses_era(&failed), "{failed}");
+        }
+    }
 }

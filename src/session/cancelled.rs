@@ -1,7 +1,9 @@
-//! The client's requests in flight on a transport whose answers all share one channel
-//! (stdio's stdout, an HTTP+SSE stream), each with whether the client cancelled it: the
-//! answer to a cancelled request is withheld, since the receiver of
-//! `notifications/cancelled` sends nothing for that request.
+//! The client's requests in flight on a transport, each with whether the client
+//! cancelled it: the answer to a cancelled request is withheld, since the receiver of
+//! `notifications/cancelled` sends nothing for that request. The fronts whose answers
+//! share one channel (stdio's stdout, an HTTP+SSE stream) keep one per channel; a
+//! Streamable HTTP session keeps one, since its cancellations arrive on other POSTs
+//! than the requests they cancel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,12 +16,12 @@ use crate::mcp::{meta, method};
 
 /// The requests in flight, by id.
 #[derive(Clone, Default)]
-pub(super) struct InFlight(Arc<Mutex<HashMap<Id, Arc<AtomicBool>>>>);
+pub(crate) struct InFlight(Arc<Mutex<HashMap<Id, Arc<AtomicBool>>>>);
 
 impl InFlight {
     /// Tracks a request until the returned guard drops; `None` when its id is already
     /// in flight (admission refuses that request, and the first one keeps the entry).
-    pub(super) fn track(&self, id: &Id) -> Option<Tracked> {
+    pub(crate) fn track(&self, id: &Id) -> Option<Tracked> {
         let mut map = self.0.lock();
         if map.contains_key(id) {
             return None;
@@ -31,7 +33,7 @@ impl InFlight {
 
     /// Marks the request a `notifications/cancelled` names, if it is in flight; other
     /// notifications change nothing.
-    pub(super) fn note(&self, n: &Notification) {
+    pub(crate) fn note(&self, n: &Notification) {
         if n.method == method::CANCELLED
             && let Some(p) = jsonrpc::view::<meta::CancelledParams>(n.params.as_deref())
             && let Some(id) = Id::from_value(&p.request_id)
@@ -43,7 +45,7 @@ impl InFlight {
 }
 
 /// One tracked request; forgotten on drop.
-pub(super) struct Tracked {
+pub(crate) struct Tracked {
     inflight: InFlight,
     id: Id,
     flag: Arc<AtomicBool>,
@@ -51,7 +53,7 @@ pub(super) struct Tracked {
 
 impl Tracked {
     /// Whether the client cancelled the request.
-    pub(super) fn cancelled(&self) -> bool {
+    pub(crate) fn cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
 }
