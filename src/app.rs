@@ -4,9 +4,11 @@
 //! ```text
 //! client ─► downstream::listener          connection caps, header/body/idle timeouts
 //!        ─► downstream::cors              CORS preflights and headers (when configured)
-//!        ─► downstream::streamable_http   HTTP: Host/Origin, Accept, size limit, decode, refusals
-//!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
+//!        ─► downstream::endpoint          HTTP: Host/Origin, authentication, the front of the era:
+//!           downstream::streamable_http   sessions: Accept, size limit, decode, refusals, resumable streams
+//!       (or downstream::modern            2026-07-28: the envelope and its headers, stateless POSTs)
 //!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
+//!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
@@ -28,8 +30,9 @@ use crate::client::{CacheLayer, CancelLayer, ClientService};
 use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
 use crate::downstream::cors::CorsLayer;
+use crate::downstream::endpoint;
+use crate::downstream::http::HttpState;
 use crate::downstream::listener::{self, ListenerLimits};
-use crate::downstream::streamable_http::{self, HttpState};
 use crate::errors::{RewriteLayer, Rewriter};
 use crate::gateway::Gateway;
 use crate::mcp::init::InitParams;
@@ -331,7 +334,7 @@ impl HttpFront {
             replay: config.session.replay_buffer,
         };
         let closing = state.closing.clone();
-        let mut app = streamable_http::router(state);
+        let mut app = endpoint::router(state);
         if let Some(metadata) = auth.metadata() {
             let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
             app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));

@@ -1,11 +1,18 @@
 //! Downstream transports: how clients reach seawall.
+//!
+//! Over HTTP, [`endpoint`] checks and authenticates every request and hands it to the
+//! front of its era: [`streamable_http`] (sessions, with [`resumable`] streams),
+//! `modern` (2026-07-28) or [`sse_legacy`] (2024-11-05); what they share is in
+//! [`http`]. [`stdio`] serves one client on stdin and stdout.
 
 pub(crate) mod budget;
 pub(crate) mod cors;
+pub mod endpoint;
+pub mod http;
 pub(crate) mod listener;
 mod modern;
 pub(crate) mod refusal;
 mod resumable;
 pub(crate) mod sse_legacy;
 pub(crate) mod stdio;
-pub mod streamable_http;
+mod streamable_http;

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::http::{Cx, Final, accepted, accepts, is_json, json_or_stream, json_response, read_body};
 use super::refusal::Refusal;
-use super::streamable_http::{Cx, Final, accepted, accepts, is_json, json_or_stream, json_response, read_body};
 use crate::gateway::{ModernAnswer, ModernRequest};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp::{self, modern};
@@ -140,7 +140,7 @@ async fn listen(cx: &Cx<'_>, scope: Scope, envelope: modern::Envelope, req: json
     let request =
         ModernRequest { scope, principal: cx.principal.clone(), envelope, req, param_headers: Vec::new(), peer };
     match gateway.listen(request).await {
-        Ok(messages) => super::streamable_http::long_stream(messages, cx.st.closing.clone()),
+        Ok(messages) => super::http::long_stream(messages, cx.st.closing.clone()),
         Err(answer) => json_response(answer.status, answer.body),
     }
 }

@@ -21,8 +21,8 @@ use axum::response::Response;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::http::{Cx, Final, KEEP_ALIVE, internal_error, json_final, sse_headers};
 use super::refusal::Refusal;
-use super::streamable_http::{Cx, Final, KEEP_ALIVE, internal_error, json_final, sse_headers};
 use crate::jsonrpc::Id;
 use crate::session::Session;
 use crate::session::replay::{self, AttachError, EventId, Reader, ResumableStream, Start};

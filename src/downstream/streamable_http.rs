@@ -6,189 +6,24 @@
 //! stream for messages not tied to a request; `DELETE` ends the session. Both kinds of
 //! stream are resumable with `GET` and `Last-Event-ID` (see [`super::resumable`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
-use futures::{Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
 
-use super::listener::PeerAddr;
-use super::refusal::{Refusal, RequestInfo};
-use crate::gateway::{Gateway, InitError};
-use crate::jsonrpc::{self, Id, Message, Payload, code};
+use super::http::{
+    Cx, Final, SESSION_HEADER, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, accepts, is_json, json_response,
+    read_body,
+};
+use super::refusal::Refusal;
+use crate::gateway::InitError;
+use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
-use crate::policy::Principal;
-use crate::policy::auth::Authenticator;
-use crate::policy::origin::OriginPolicy;
 use crate::session::{Scope, Session};
-use crate::sse;
 
-pub(super) const SESSION_HEADER: &str = "mcp-session-id";
-pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
-/// Interval of SSE comments that keep idle streams (and their proxies) alive.
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// `Retry-After` of an `initialize` refused because the session table is full.
-pub(super) const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// Shared state of the HTTP listener.
-#[derive(Clone)]
-pub struct HttpState {
-    /// The gateway core.
-    pub gateway: Arc<Gateway>,
-    /// Host/Origin validation.
-    pub origin: OriginPolicy,
-    /// Client authentication (off unless `auth:` is configured).
-    pub(crate) auth: Arc<Authenticator>,
-    /// Largest accepted body.
-    pub max_body_bytes: usize,
-    /// Longest wait for a whole POST body.
-    pub body_timeout: Duration,
-    /// Fired when the gateway begins to shut down: GET streams end, so connections drain.
-    pub closing: CancellationToken,
-    /// The HTTP+SSE (2024-11-05) sessions, by the `sessionId` of their endpoint URL.
-    pub(crate) sse: Arc<super::sse_legacy::Channels>,
-    /// What each SSE stream keeps for a client that resumes it (`session.replay_buffer`).
-    pub replay: crate::config::ReplayBufferConfig,
-}
-
-/// The MCP routes, with those of HTTP+SSE (2024-11-05).
-pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/mcp", any(aggregate))
-        .route("/mcp/{upstream}", any(single))
-        .merge(super::sse_legacy::routes())
-        .with_state(state)
-}
-
-async fn aggregate(State(st): State<HttpState>, req: Request) -> Response {
-    endpoint(st, Some(Scope::Aggregate), req).await
-}
-
-async fn single(State(st): State<HttpState>, Path(upstream): Path<String>, req: Request) -> Response {
-    let scope = st.gateway.upstreams().get(&upstream).map(|handle| Scope::Single(Arc::clone(&handle.name)));
-    endpoint(st, scope, req).await
-}
-
-pub(super) fn info_of(req: &Request) -> RequestInfo {
-    RequestInfo {
-        method: req.method().clone(),
-        path: req.uri().path().to_owned(),
-        peer: req.extensions().get::<PeerAddr>().map(|p| p.0),
-    }
-}
-
-/// One request's context: who asked, and how to refuse them.
-pub(super) struct Cx<'a> {
-    /// The listener's state.
-    pub(super) st: &'a HttpState,
-    /// The request line and peer.
-    pub(super) info: RequestInfo,
-    /// The request's headers.
-    pub(super) headers: HeaderMap,
-    /// Who is calling, when clients authenticate.
-    pub(super) principal: Option<Arc<Principal>>,
-}
-
-impl Cx<'_> {
-    /// The refusal's answer.
-    pub(super) fn refuse(&self, refusal: Refusal, id: Option<&Id>) -> Response {
-        self.info.refuse(&refusal, id)
-    }
-}
-
-/// `scope` is `None` for `/mcp/<name>` naming no upstream, which only an authenticated
-/// client learns.
-async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response {
-    let info = info_of(&req);
-    let (parts, body) = req.into_parts();
-    if let Err(refusal) = st.origin.check(parts.version, &parts.uri, &parts.headers) {
-        return info.refuse(&Refusal::Forbidden(refusal), None);
-    }
-    let principal = match st.auth.authenticate(&parts.headers, &info.path).await {
-        Ok(principal) => principal,
-        Err(why) => return info.refuse(&Refusal::Unauthorized(why), None),
-    };
-    let Some(scope) = scope else { return info.refuse(&Refusal::NoSuchUpstream, None) };
-    let cx = Cx { st: &st, info, headers: parts.headers, principal };
-    if super::modern::is_modern_request(&cx.headers) {
-        return super::modern::serve(&cx, scope, &parts.method, body).await;
-    }
-    match parts.method {
-        Method::POST => post(&cx, scope, body).await,
-        // No session and no protocol version: an HTTP+SSE (2024-11-05) client.
-        Method::GET if super::sse_legacy::opens_session(&cx.headers) => super::sse_legacy::open(&cx, scope).await,
-        Method::GET => get(&cx, scope).await,
-        Method::DELETE => delete(&cx, scope).await,
-        _ => cx.refuse(Refusal::MethodNotAllowed, None),
-    }
-}
-
-/// What the client's `Accept` header allows.
-pub(super) struct Accepts {
-    /// `application/json`.
-    pub(super) json: bool,
-    /// `text/event-stream`.
-    pub(super) sse: bool,
-}
-
-pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
-    let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
-    if values.is_empty() {
-        return Accepts { json: true, sse: true };
-    }
-    let has = |ty: &str| {
-        values.iter().flat_map(|v| v.split(',')).any(|item| {
-            let media = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-            media == ty || media == "*/*" || (media.ends_with("/*") && ty.starts_with(&media[..media.len() - 1]))
-        })
-    };
-    Accepts { json: has("application/json"), sse: has("text/event-stream") }
-}
-
-/// Exactly one `Content-Type`, of media type `application/json` (parameters allowed).
-pub(super) fn is_json(headers: &HeaderMap) -> bool {
-    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
-    let (Some(value), None) = (values.next(), values.next()) else { return false };
-    let Ok(text) = value.to_str() else { return false };
-    text.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")
-}
-
-/// The declared `Content-Length`, when there is exactly one valid value.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
-}
-
-/// Reads the body within the size and time limits. A declared length over the limit
-/// is refused before the body is polled, so hyper sends no `100 Continue` for it.
-pub(super) async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
-    let limit = cx.st.max_body_bytes;
-    if declared_length(&cx.headers).is_some_and(|n| n > limit as u64) {
-        return Err(Refusal::TooLarge { limit });
-    }
-    let read = async {
-        let mut stream = body.into_data_stream();
-        let mut buf = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|_| Refusal::BadRequest("the body could not be read"))?;
-            if buf.len() + chunk.len() > limit {
-                return Err(Refusal::TooLarge { limit });
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(Bytes::from(buf))
-    };
-    tokio::time::timeout(cx.st.body_timeout, read).await.unwrap_or(Err(Refusal::BodyTimeout))
-}
-
-async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
+pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     let accept = accepts(&cx.headers);
     if !accept.json && !accept.sse {
         return cx.refuse(Refusal::NotAcceptable { stream: false }, None);
@@ -323,85 +158,8 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
     super::resumable::json_or_stream(cx, session, run, out_rx, id).await
 }
 
-/// The answer to one request, as the transport sends it when nothing preceded it.
-pub(super) struct Final {
-    /// The JSON-RPC response.
-    pub(super) body: String,
-    /// The status of a JSON answer.
-    pub(super) status: StatusCode,
-    /// `Retry-After` of a refusal.
-    pub(super) retry_after: Option<Duration>,
-    /// The client cancelled the request: nothing is sent for it.
-    pub(super) withheld: bool,
-}
-
-/// Runs `run` in its own task and answers with its JSON response, or — as soon as a
-/// message arrives on `out_rx` before the response — with an SSE stream of those
-/// messages and then the response. `abandon`, when given, fires if the client goes away
-/// before the response was handed over (the handler or the stream is dropped).
-pub(super) async fn json_or_stream(
-    run: impl std::future::Future<Output = Final> + Send + 'static,
-    mut out_rx: mpsc::Receiver<String>,
-    id: Id,
-    abandon: Option<tokio_util::sync::DropGuard>,
-) -> Response {
-    let (final_tx, mut final_rx) = oneshot::channel::<Final>();
-    tokio::spawn(async move {
-        let _ = final_tx.send(run.await);
-    });
-    let first = tokio::select! {
-        biased;
-        Some(message) = out_rx.recv() => Some(message),
-        response = &mut final_rx => {
-            if let Some(guard) = abandon {
-                guard.disarm();
-            }
-            match out_rx.try_recv() {
-                Ok(message) => {
-                    // Something preceded the answer after all: stream both.
-                    let tail = futures::stream::once(async move { message })
-                        .chain(tokio_stream::wrappers::ReceiverStream::new(out_rx))
-                        .chain(futures::stream::iter(response.ok().map(|a| a.body)));
-                    return sse_response(tail);
-                }
-                Err(_) => return json_final(response, &id),
-            }
-        }
-    };
-    let head = futures::stream::iter(first);
-    let rest = tokio_stream::wrappers::ReceiverStream::new(out_rx);
-    let last = futures::stream::once(async move {
-        let body = final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id));
-        if let Some(guard) = abandon {
-            guard.disarm();
-        }
-        body
-    });
-    sse_response(head.chain(rest).chain(last))
-}
-
-/// The JSON answer of a request whose response came before anything else.
-pub(super) fn json_final(response: Result<Final, oneshot::error::RecvError>, id: &Id) -> Response {
-    match response {
-        Ok(Final { withheld: true, .. }) => sse_headers(Response::new(Body::empty())),
-        Ok(Final { body, status, retry_after, withheld: false }) => {
-            let mut resp = json_response(status, body);
-            if let Some(after) = retry_after {
-                let after = after.as_secs().max(1);
-                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
-            }
-            resp
-        }
-        Err(_) => json_response(StatusCode::OK, internal_error(id)),
-    }
-}
-
-pub(super) fn internal_error(id: &Id) -> String {
-    jsonrpc::encode_error(Some(id), code::INTERNAL_ERROR, "Internal error", None)
-}
-
 /// A 2025-03-26 batch: every request runs concurrently; the answer is one JSON array.
-async fn batch(st: &HttpState, session: &Arc<Session>, items: Vec<String>) -> Response {
+async fn batch(st: &super::http::HttpState, session: &Arc<Session>, items: Vec<String>) -> Response {
     let mut requests = Vec::new();
     let mut answers = Vec::new();
     for text in items {
@@ -426,7 +184,7 @@ async fn batch(st: &HttpState, session: &Arc<Session>, items: Vec<String>) -> Re
     json_response(StatusCode::OK, format!("[{}]", answers.join(",")))
 }
 
-async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
+pub(super) async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
     if !accepts(&cx.headers).sse {
         return cx.refuse(Refusal::NotAcceptable { stream: true }, None);
     }
@@ -437,61 +195,13 @@ async fn get(cx: &Cx<'_>, scope: Scope) -> Response {
     super::resumable::get(cx, &session).await
 }
 
-async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {
+pub(super) async fn delete(cx: &Cx<'_>, scope: Scope) -> Response {
     let session = match session_for(cx, &scope) {
         Ok(s) => s,
         Err(refusal) => return cx.refuse(refusal, None),
     };
     cx.st.gateway.end_session(&session).await;
     StatusCode::OK.into_response()
-}
-
-pub(super) fn accepted() -> Response {
-    StatusCode::ACCEPTED.into_response()
-}
-
-fn sse_response(messages: impl Stream<Item = String> + Send + 'static) -> Response {
-    // Empty messages only asked for the stream to open; they carry nothing.
-    let body = messages
-        .filter(|m| futures::future::ready(!m.is_empty()))
-        .map(|m| Ok::<_, Infallible>(sse::encode_message(&m, None)));
-    sse_headers(Response::new(Body::from_stream(body)))
-}
-
-/// A long-lived SSE stream of `messages`, kept alive with comments, ended with the
-/// gateway (`closing`) or when `messages` ends.
-pub(super) fn long_stream(
-    messages: impl Stream<Item = String> + Send + 'static,
-    closing: CancellationToken,
-) -> Response {
-    // `None` marks the end of the messages: the stream ends there, keep-alives too.
-    let events = messages.map(|m| Some(sse::encode_message(&m, None))).chain(futures::stream::once(async { None }));
-    let keep_alive = futures::stream::unfold((), |()| async {
-        tokio::time::sleep(KEEP_ALIVE).await;
-        Some((Some(Bytes::from_static(b": keep-alive\n\n")), ()))
-    });
-    let end = async move { closing.cancelled().await };
-    let body = futures::stream::select(events, keep_alive)
-        .take_while(|item| futures::future::ready(item.is_some()))
-        .filter_map(futures::future::ready)
-        .take_until(Box::pin(end))
-        .map(Ok::<_, Infallible>);
-    sse_headers(Response::new(Body::from_stream(body)))
-}
-
-pub(super) fn sse_headers(mut resp: Response) -> Response {
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
-}
-
-pub(super) fn json_response(status: StatusCode, body: String) -> Response {
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
 }
 
 fn decode_error_body(e: &jsonrpc::DecodeError) -> String {
@@ -502,45 +212,5 @@ fn decode_error_body(e: &jsonrpc::DecodeError) -> String {
         jsonrpc::DecodeError::Invalid { id, reason } => {
             jsonrpc::encode_error(id.as_ref(), code::INVALID_REQUEST, &format!("Invalid Request: {reason}"), None)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn accept_header_parsing() {
-        let mut h = HeaderMap::new();
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        let a = accepts(&h);
-        assert!(a.json && a.sse);
-        h.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
-        let a = accepts(&h);
-        assert!(!a.json && !a.sse);
-        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-        assert!(accepts(&h).sse);
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/*;q=0.9"));
-        let a = accepts(&h);
-        assert!(a.json && !a.sse);
-    }
-
-    #[test]
-    fn content_type_is_matched_exactly() {
-        let with = |v: &'static str| {
-            let mut h = HeaderMap::new();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
-            is_json(&h)
-        };
-        assert!(with("application/json"));
-        assert!(with("Application/JSON; charset=utf-8"));
-        assert!(!with("application/jsonp"));
-        assert!(!with("application/json-seq"));
-        assert!(!with("text/json"));
-        assert!(!is_json(&HeaderMap::new()));
-        let mut twice = HeaderMap::new();
-        twice.append(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        twice.append(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        assert!(!is_json(&twice));
     }
 }

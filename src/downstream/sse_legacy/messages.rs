@@ -15,8 +15,8 @@ use axum::http::Uri;
 use axum::response::Response;
 use serde_json::json;
 
+use super::super::http::{Cx, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, is_json, read_body};
 use super::super::refusal::Refusal;
-use super::super::streamable_http::{Cx, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, is_json, read_body};
 use super::Channel;
 use crate::gateway::InitError;
 use crate::jsonrpc::{self, Message, Payload, code};

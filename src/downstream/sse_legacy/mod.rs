@@ -12,7 +12,7 @@
 //!
 //! `mod.rs` opens streams; `messages` takes the POSTs; `channel` holds the open streams.
 
-mod channel;
+pub(crate) mod channel;
 mod messages;
 
 use std::convert::Infallible;
@@ -30,10 +30,10 @@ use futures::StreamExt;
 use channel::Channel;
 pub(crate) use channel::Channels;
 
-use super::refusal::Refusal;
-use super::streamable_http::{
+use super::http::{
     Cx, HttpState, KEEP_ALIVE, SESSION_HEADER, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepts, info_of, sse_headers,
 };
+use super::refusal::Refusal;
 use crate::gateway::Gateway;
 use crate::policy::Principal;
 use crate::session::table::Holder;
