@@ -118,11 +118,11 @@ fn client_stack(
 }
 
 /// The request stack in front of one upstream, outermost layer first.
-fn upstream_stack(settings: &UpstreamSettings, breakers: &Arc<Breakers>) -> UpstreamService {
+fn upstream_stack(settings: &UpstreamSettings, slots: &Arc<Slots>, breakers: &Arc<Breakers>) -> UpstreamService {
     let stack = ServiceBuilder::new()
         // Load shedding: a capped number of requests in flight with a short queue, then
         // an immediate "overloaded" refusal instead of a backlog.
-        .layer(LoadShedLayer::new(Slots::new(settings.concurrency)))
+        .layer(LoadShedLayer::new(Arc::clone(slots)))
         // One overall deadline per request, covering every attempt and backoff, extended
         // by progress; when it passes the upstream is sent `notifications/cancelled`.
         .layer(DeadlineLayer::new(settings.timeouts))
@@ -203,8 +203,9 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
             tools: up.tools.clone(),
             catalog: ToolCatalog::default(),
         };
-        let service = upstream_stack(&policy, breakers);
-        upstreams.push(UpstreamHandle { name, connector, policy, service });
+        let slots = Slots::new(policy.concurrency);
+        let service = upstream_stack(&policy, &slots, breakers);
+        upstreams.push(UpstreamHandle { name, connector, policy, service, slots });
     }
     Ok(upstreams)
 }
@@ -245,6 +246,10 @@ impl Core {
             config.session.max_sessions = fits.max_sessions;
         }
         let upstreams = Arc::new(build_upstreams(config, &breakers)?);
+        if metrics.is_some() {
+            let names: Vec<&str> = upstreams.iter().map(|h| &*h.name).collect();
+            crate::telemetry::metrics::zero(&names);
+        }
         let rewriter = Arc::new(Rewriter::new(config.errors));
         let router = Arc::new(Router::new(
             Arc::clone(&upstreams),

@@ -195,6 +195,13 @@ pub enum GatewayError {
         /// When the limit admits the request again.
         retry_after: Duration,
     },
+    /// Authorisation refused the request; it is answered as `answer` (an unknown name,
+    /// so a denied name's existence is not revealed), and counted as `denied`.
+    #[error("denied by authorisation: {answer}")]
+    Denied {
+        /// How the client is answered.
+        answer: Box<GatewayError>,
+    },
     /// A bug or resource exhaustion inside seawall.
     #[error("internal error: {0}")]
     Internal(String),
@@ -284,6 +291,7 @@ impl GatewayError {
             GatewayError::CircuitOpen { .. } => refused(Origin::Policy, "circuit_open"),
             GatewayError::Overloaded { .. } => refused(Origin::Policy, "shed"),
             GatewayError::RateLimited { .. } => refused(Origin::Policy, "rate_limited"),
+            GatewayError::Denied { .. } => refused(Origin::Policy, "denied"),
             GatewayError::Internal(_) => refused(Origin::Gateway, "refused"),
             GatewayError::Timeout { .. } => Class {
                 origin: Origin::UpstreamTransport,

@@ -95,6 +95,11 @@ impl ClientRequest {
 pub struct Answered {
     /// The JSON-RPC result or error object.
     pub reply: Reply,
+    /// What became of the request, as the metrics and the access log name it: `ok`,
+    /// `tool_error` (a `tools/call` result with `isError`), `error` (an upstream's
+    /// JSON-RPC error), or the failure's own outcome (`timeout`, `connection`,
+    /// `circuit_open`, `shed`, `rate_limited`, `denied`, `cancelled`, `refused`, ...).
+    pub outcome: &'static str,
     /// Set when the request was refused as overloaded or rate limited: transports that
     /// can answer with this HTTP status and `Retry-After`.
     pub http: Option<HttpHint>,

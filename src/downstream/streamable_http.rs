@@ -21,7 +21,7 @@ use super::refusal::Refusal;
 use crate::gateway::InitError;
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
-use crate::session::{Scope, Session};
+use crate::session::{Front, Scope, Session};
 
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     let accept = accepts(&cx.headers);
@@ -79,7 +79,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone()).await {
+    match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone(), Front::StreamableHttp).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);

@@ -1,15 +1,20 @@
 //! The outermost layer of the client stack: every failure from any layer below becomes
-//! one sanitised answer here, with the HTTP hint its transport needs.
+//! one sanitised answer here, with the HTTP hint its transport needs, and every request
+//! is counted with its outcome (`seawall_client_requests_total`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tower::{Layer, Service};
 
 use super::Rewriter;
 use crate::call::{BoxFuture, GatewayError, Reply};
 use crate::client::{Answered, ClientRequest, HttpHint};
+use crate::jsonrpc;
+use crate::mcp::method;
+use crate::telemetry::metrics;
 
 /// Applies [`Rewrite`] with one rewriter.
 #[derive(Clone)]
@@ -57,14 +62,40 @@ where
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
         let tool = req.tool.clone();
+        let method = Arc::clone(&req.method);
         let rewriter = Arc::clone(&self.rewriter);
+        let started = Instant::now();
         let fut = self.inner.call(req);
         Box::pin(async move {
-            Ok(match fut.await {
-                Ok(reply) => Answered { reply, http: None },
-                Err(e) => Answered { http: HttpHint::of(&e), reply: rewriter.failure(&e, tool.as_deref()) },
-            })
+            let answered = match fut.await {
+                Ok(reply) => Answered { outcome: reply_outcome(&method, &reply), reply, http: None },
+                Err(e) => Answered {
+                    http: HttpHint::of(&e),
+                    reply: rewriter.failure(&e, tool.as_deref()),
+                    outcome: e.class().outcome,
+                },
+            };
+            metrics::client_request(&method, answered.outcome, started.elapsed());
+            Ok(answered)
         })
+    }
+}
+
+/// The outcome of a request answered without a failure: a tool's own error result, an
+/// upstream's JSON-RPC error, or a success.
+fn reply_outcome(method_name: &str, reply: &Reply) -> &'static str {
+    #[derive(serde::Deserialize)]
+    struct ToolResult {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    match reply {
+        Ok(result) if method_name == method::TOOLS_CALL => {
+            let is_error = jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
+            if is_error { "tool_error" } else { "ok" }
+        }
+        Ok(_) => "ok",
+        Err(_) => "error",
     }
 }
 

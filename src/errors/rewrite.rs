@@ -86,6 +86,11 @@ impl Rewriter {
         }
         let data = || Some(json!({ "correlationId": cid }));
         let as_result = tool.filter(|_| self.config.tool_failures == Report::Result).map(sanitize::ident);
+        // A denial is answered as the unknown name it stands for.
+        let err = match err {
+            GatewayError::Denied { answer } => answer.as_ref(),
+            other => other,
+        };
         match err {
             GatewayError::InvalidParams(m) => Err(jsonrpc::error_object(
                 code::INVALID_PARAMS,
@@ -183,7 +188,10 @@ impl Rewriter {
                     Some(json!({ "correlationId": cid, "retryAfterSeconds": secs })),
                 ))
             }
-            GatewayError::Internal(_) => Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data())),
+            // A denial in a denial is not made; were it, it would say nothing.
+            GatewayError::Internal(_) | GatewayError::Denied { .. } => {
+                Err(jsonrpc::error_object(code::INTERNAL_ERROR, "Internal error", data()))
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use crate::mcp::method;
 use crate::mcp::{self, meta};
 use crate::policy::Principal;
 use crate::session::table::Holder;
-use crate::session::{Scope, Session, Slot};
+use crate::session::{Front, Scope, Session, Slot};
 use crate::telemetry::access::Recorded;
 
 /// Why an `initialize` could not open a session.
@@ -56,10 +56,18 @@ impl Gateway {
         req: &Request,
         peer: Option<std::net::IpAddr>,
         principal: Option<Arc<Principal>>,
+        front: Front,
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let started = std::time::Instant::now();
         let label = principal.as_deref().map(Principal::label);
-        let opened = self.open(scope, req, peer, principal).await;
+        let opened = self.open(scope, req, peer, principal, front).await;
+        let outcome = match &opened {
+            Ok(_) => "ok",
+            Err(InitError::Full) => "shed",
+            Err(InitError::Invalid(_)) => "refused",
+            Err(InitError::Failed(e)) => e.class().outcome,
+        };
+        crate::telemetry::metrics::client_request(method::INITIALIZE, outcome, started.elapsed());
         if let Some(log) = &self.access {
             let refused = |code, message: &str| Err(jsonrpc::error_object(code, message, None));
             let (session, reply, status) = match &opened {
@@ -76,7 +84,7 @@ impl Gateway {
                 tool: None,
                 id: req.id.raw(),
             };
-            log.record(request, &reply, status);
+            log.record(request, &reply, outcome, status);
         }
         opened
     }
@@ -87,6 +95,7 @@ impl Gateway {
         req: &Request,
         peer: Option<std::net::IpAddr>,
         principal: Option<Arc<Principal>>,
+        front: Front,
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let params: InitializeParams = jsonrpc::view(req.params.as_deref())
             .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
@@ -100,7 +109,8 @@ impl Gateway {
         };
         let version = mcp::negotiate(&params.protocol_version).to_owned();
         let capabilities = if params.capabilities.is_object() { params.capabilities } else { json!({}) };
-        let session = self.new_session(scope.clone(), version.clone(), capabilities, params.client_info, principal);
+        let session =
+            self.new_session(scope.clone(), version.clone(), capabilities, params.client_info, principal, front);
         if let Some(peer) = peer {
             session.bind_peer(peer);
         }
@@ -128,7 +138,6 @@ impl Gateway {
         };
         self.sessions.insert_reserved(reservation, Arc::clone(&session));
         tracing::info!(session = session.key, scope = ?scope, version = %version, "session opened");
-        crate::telemetry::metrics::sessions(self.sessions.len());
         Ok((session, result))
     }
 }
@@ -143,8 +152,10 @@ impl Gateway {
         capabilities: Value,
         client_info: Value,
         principal: Option<Arc<Principal>>,
+        front: Front,
     ) -> Arc<Session> {
         let session = Session::new(scope, version, capabilities, client_info);
+        session.set_front(front);
         if let Some(principal) = principal {
             session.bind_principal(principal);
         }

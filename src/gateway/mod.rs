@@ -207,7 +207,6 @@ impl Gateway {
     /// Ends a session (client DELETE or idle expiry): closes its own upstream sessions.
     pub async fn end_session(&self, session: &Arc<Session>) {
         self.sessions.remove(&session.id);
-        crate::telemetry::metrics::sessions(self.sessions.len());
         self.close_session(session).await;
         tracing::info!(session = session.key, "session closed");
     }
@@ -250,9 +249,6 @@ impl Gateway {
     /// Ends sessions idle past the configured timeout.
     pub async fn reap_idle(&self) {
         let reaped = self.sessions.reap_idle();
-        if !reaped.is_empty() {
-            crate::telemetry::metrics::sessions(self.sessions.len());
-        }
         for session in reaped {
             tracing::info!(session = session.key, "session expired");
             self.close_session(&session).await;

@@ -31,7 +31,7 @@ use crate::mcp::modern::{self, Envelope};
 use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
 use crate::session::table::Holder;
-use crate::session::{Scope, Session, Slot};
+use crate::session::{Front, Scope, Session, Slot};
 
 /// The modern contexts, by what their clients share.
 #[derive(Default)]
@@ -585,7 +585,7 @@ impl Gateway {
             json!({"name": "seawall", "version": env!("CARGO_PKG_VERSION")})
         };
         let version = mcp_era::LATEST_LEGACY.to_owned();
-        let session = self.new_session(scope.clone(), version, capabilities, info, principal);
+        let session = self.new_session(scope.clone(), version, capabilities, info, principal, Front::Modern);
         session.mark_stateless();
         self.connect_upstreams(&session).await;
         if let Scope::Single(name) = &scope
@@ -600,7 +600,6 @@ impl Gateway {
         }
         self.sessions.insert_reserved(reservation, Arc::clone(&session));
         tracing::info!(session = session.key, scope = ?scope, "modern client context opened");
-        crate::telemetry::metrics::sessions(self.sessions.len());
         Ok((session, key))
     }
 }

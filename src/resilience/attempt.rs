@@ -3,7 +3,8 @@
 //! It picks the endpoint of a replicated upstream (avoiding those earlier attempts
 //! tried), bounds the attempt by the request's deadline and, for idempotent requests, by
 //! the attempt timeout (`timeouts.attempt`, restarted by progress), and records how the
-//! attempt ended on its endpoint. A timeout is an `Err` here, so the breaker and retry
+//! attempt ended on its endpoint and how long it took
+//! (`seawall_upstream_attempt_duration_seconds`). A timeout is an `Err` here, so the breaker and retry
 //! layers above see it as a result like any other: [`GatewayError::Timeout`] when the
 //! request's deadline passed, [`GatewayError::AttemptTimeout`] when only this attempt's.
 
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
+use crate::telemetry::metrics;
 
 /// Applies [`Attempt`] with one upstream's attempt timeout.
 #[derive(Clone, Copy, Debug, Default)]
@@ -70,6 +72,7 @@ where
         // Progress only matters when it restarts an attempt timeout.
         let mut progress = timeout.and_then(|_| req.events.activity().map(|a| a.progress()));
         let (clock, target, upstream) = (Arc::clone(&req.clock), Arc::clone(&req.target), Arc::clone(&req.upstream));
+        let timer = metrics::AttemptTimer::start(&upstream, &req.method);
         let fut = self.inner.call(req);
         Box::pin(async move {
             tokio::pin!(fut);
@@ -101,6 +104,10 @@ where
                 };
                 target.record(i, health.is_endpoint_failure());
             }
+            timer.finish(match &result {
+                Ok(answer) => answer.outcome(),
+                Err(e) => e.class().outcome,
+            });
             result
         })
     }

@@ -37,6 +37,34 @@ pub enum Scope {
     Single(Arc<str>),
 }
 
+/// The client front that opened a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// Streamable HTTP with `Mcp-Session-Id` (2025-03-26 … 2025-11-25).
+    StreamableHttp,
+    /// HTTP+SSE (2024-11-05): an event stream and its POST endpoint.
+    Sse,
+    /// `seawall stdio`: the one client on stdin and stdout.
+    Stdio,
+    /// A context of modern (2026-07-28) clients, which open no sessions of their own.
+    Modern,
+}
+
+impl Front {
+    /// Every front, in the order the metrics list them.
+    pub const ALL: [Front; 4] = [Front::StreamableHttp, Front::Sse, Front::Stdio, Front::Modern];
+
+    /// Its name in metrics and the status page.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Front::StreamableHttp => "streamable_http",
+            Front::Sse => "sse",
+            Front::Stdio => "stdio",
+            Front::Modern => "modern",
+        }
+    }
+}
+
 /// The state of one upstream for one session.
 #[derive(Clone)]
 pub enum Slot {
@@ -107,6 +135,8 @@ pub struct Session {
     streams: replay::Streams,
     /// A Streamable HTTP client's requests in flight, with whether it cancelled them.
     cancels: cancelled::InFlight,
+    /// The front that opened the session, set once by the gateway as it opens it.
+    front: std::sync::OnceLock<Front>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -151,6 +181,7 @@ impl Session {
             peer: std::sync::OnceLock::new(),
             streams: replay::Streams::default(),
             cancels: cancelled::InFlight::default(),
+            front: std::sync::OnceLock::new(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
@@ -265,6 +296,17 @@ impl Session {
         for (_, link) in self.links() {
             link.want_unrelated_stream().await;
         }
+    }
+
+    /// Records the front that opened the session (once; later calls change nothing).
+    pub fn set_front(&self, front: Front) {
+        let _ = self.front.set(front);
+    }
+
+    /// The front that opened the session (Streamable HTTP unless the gateway said
+    /// otherwise).
+    pub fn front(&self) -> Front {
+        self.front.get().copied().unwrap_or(Front::StreamableHttp)
     }
 
     /// A Streamable HTTP client's requests in flight, with whether it cancelled them.

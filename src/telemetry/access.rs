@@ -21,7 +21,6 @@ use crate::call::{BoxFuture, Reply};
 use crate::client::{Answered, ClientRequest};
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::jsonrpc;
-use crate::mcp::method;
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 8192;
@@ -69,8 +68,8 @@ impl AccessLog {
     }
 
     /// Writes the line of one answered request.
-    pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, status: Option<u16>) {
-        let (outcome, code, correlation_id) = outcome(request.method, reply);
+    pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, outcome: &'static str, status: Option<u16>) {
+        let (code, correlation_id) = error_of(reply);
         let entry = Entry {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             session: request.session,
@@ -162,13 +161,8 @@ impl Entry<'_> {
     }
 }
 
-/// What became of a request: outcome, error code and correlation id.
-fn outcome(method_name: &str, reply: &Reply) -> (&'static str, Option<i64>, Option<String>) {
-    #[derive(serde::Deserialize)]
-    struct ToolResult {
-        #[serde(rename = "isError", default)]
-        is_error: bool,
-    }
+/// The JSON-RPC error code and correlation id of an error answer.
+fn error_of(reply: &Reply) -> (Option<i64>, Option<String>) {
     #[derive(serde::Deserialize)]
     struct Error {
         code: i64,
@@ -180,19 +174,10 @@ fn outcome(method_name: &str, reply: &Reply) -> (&'static str, Option<i64>, Opti
         #[serde(rename = "correlationId", default)]
         correlation_id: Option<String>,
     }
-    match reply {
-        Ok(result) if method_name == method::TOOLS_CALL => {
-            let is_error = jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
-            (if is_error { "tool_error" } else { "ok" }, None, None)
-        }
-        Ok(_) => ("ok", None, None),
-        Err(error) => {
-            let error = jsonrpc::view::<Error>(Some(error));
-            let code = error.as_ref().map(|e| e.code);
-            let correlation = error.and_then(|e| e.data).and_then(|d| d.correlation_id);
-            ("error", code, correlation)
-        }
-    }
+    let Err(error) = reply else { return (None, None) };
+    let error = jsonrpc::view::<Error>(Some(error));
+    let code = error.as_ref().map(|e| e.code);
+    (code, error.and_then(|e| e.data).and_then(|d| d.correlation_id))
 }
 
 /// Applies [`Access`] when the log is on.
@@ -250,7 +235,7 @@ where
             let Ok(answered) = fut.await;
             let request =
                 Recorded { started, session, principal, method: &method_name, tool: tool.as_deref(), id: id.raw() };
-            log.record(request, &answered.reply, answered.http.map(|h| h.status.as_u16()));
+            log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
             Ok(answered)
         })
     }
@@ -263,12 +248,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outcomes_tell_results_tool_errors_and_errors_apart() {
+    fn error_answers_give_their_code_and_correlation_id() {
         let raw = |v: serde_json::Value| jsonrpc::to_raw(&v);
-        assert_eq!(outcome("tools/call", &Ok(raw(json!({"content": [], "isError": true})))).0, "tool_error");
-        assert_eq!(outcome("tools/call", &Ok(raw(json!({"content": []})))).0, "ok");
-        assert_eq!(outcome("tools/list", &Ok(raw(json!({"tools": [], "isError": true})))).0, "ok");
+        assert_eq!(error_of(&Ok(raw(json!({"content": [], "isError": true})))), (None, None));
         let error = raw(json!({"code": -32013, "message": "x", "data": {"correlationId": "c1"}}));
-        assert_eq!(outcome("tools/call", &Err(error)), ("error", Some(-32013), Some("c1".to_owned())));
+        assert_eq!(error_of(&Err(error)), (Some(-32013), Some("c1".to_owned())));
+        assert_eq!(error_of(&Err(raw(json!({"code": -32601, "message": "x"})))), (Some(-32601), None));
     }
 }

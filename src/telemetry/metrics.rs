@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered, by upstream, method, tool and outcome.
@@ -29,12 +29,27 @@ pub(crate) const ACCESS_LOG_DROPPED: &str = "seawall_access_log_dropped_total";
 pub(crate) const CACHE: &str = "seawall_cache_lookups_total";
 /// Failures rewritten into answers, by origin (client, policy, upstream_transport, ...).
 pub(crate) const ERRORS_REWRITTEN: &str = "seawall_errors_rewritten_total";
-/// Live client sessions.
+/// Live client sessions, by the front that opened them (`streamable_http`, `sse`,
+/// `stdio`, or `modern` for the contexts of 2026-07-28 clients).
 pub(crate) const SESSIONS: &str = "seawall_sessions";
 /// stdio upstream process restarts and HTTP+SSE upstream streams reopened, by upstream.
 pub(crate) const UPSTREAM_RESTARTS: &str = "seawall_upstream_restarts_total";
 /// Endpoint ejections by outlier detection, by upstream.
 pub(crate) const ENDPOINT_EJECTIONS: &str = "seawall_endpoint_ejections_total";
+/// Every client request answered, by method and outcome: those refused before any
+/// upstream was chosen (denied, rate limited, shed by admission) included.
+pub(crate) const CLIENT_REQUESTS: &str = "seawall_client_requests_total";
+/// Time to answer a client request, by method (seconds).
+pub(crate) const CLIENT_REQUEST_DURATION: &str = "seawall_client_request_duration_seconds";
+/// Time of one attempt on an upstream, by upstream, method and outcome (seconds).
+pub(crate) const ATTEMPT_DURATION: &str = "seawall_upstream_attempt_duration_seconds";
+/// Requests in flight to an upstream (past load shedding), by upstream.
+pub(crate) const IN_FLIGHT: &str = "seawall_in_flight_requests";
+/// Client requests in flight in the gateway (past admission).
+pub(crate) const CLIENT_IN_FLIGHT: &str = "seawall_client_in_flight_requests";
+/// Circuit breaker state, by upstream and tool (`""`: the upstream's own breaker):
+/// 0 closed, 1 half-open, 2 open.
+pub(crate) const BREAKER_STATE: &str = "seawall_breaker_state";
 
 /// Methods that get their own label value.
 const METHODS: &[&str] = &[
@@ -67,7 +82,8 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         return Some(h.clone());
     }
     let buckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
-    let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.into()), &buckets);
+    // Every histogram is a duration in seconds, with the same buckets.
+    let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets);
     let builder = match builder {
         Ok(b) => b,
         Err(e) => {
@@ -101,6 +117,131 @@ fn describe() {
     metrics::describe_gauge!(SESSIONS, "Live client sessions.");
     metrics::describe_counter!(UPSTREAM_RESTARTS, "stdio upstream process restarts.");
     metrics::describe_counter!(ENDPOINT_EJECTIONS, "Endpoints ejected by outlier detection.");
+    metrics::describe_counter!(CLIENT_REQUESTS, "Client requests answered, by method and outcome.");
+    metrics::describe_histogram!(CLIENT_REQUEST_DURATION, metrics::Unit::Seconds, "Time to answer a client request.");
+    metrics::describe_histogram!(ATTEMPT_DURATION, metrics::Unit::Seconds, "Time of one attempt on an upstream.");
+    metrics::describe_gauge!(IN_FLIGHT, "Requests in flight to an upstream.");
+    metrics::describe_gauge!(CLIENT_IN_FLIGHT, "Client requests in flight in the gateway.");
+    metrics::describe_gauge!(BREAKER_STATE, "Circuit breaker state: 0 closed, 1 half-open, 2 open.");
+}
+
+/// Starts at zero the counters whose label values are known in advance (per upstream,
+/// per scope, per origin), so that every series a dashboard or alert asks for exists
+/// from the first scrape, and a rate over it is 0 rather than no data.
+pub(crate) fn zero(upstreams: &[&str]) {
+    const RETRY_REASONS: [&str; 6] =
+        ["attempt_timeout", "not_sent", "process_exited", "connection", "http_status", "rate_limited"];
+    const GATEWAY_SHED: [&str; 5] = ["gateway", "session", "principal", "sessions", "connections"];
+    const LIMITS: [&str; 5] = ["principal", "tool", "upstream", "global", "store"];
+    const ORIGINS: [&str; 6] =
+        ["client", "policy", "upstream_transport", "upstream_protocol", "upstream_tool", "gateway"];
+    for upstream in upstreams {
+        let upstream = || upstream.to_string();
+        for reason in RETRY_REASONS {
+            counter!(RETRIES, "upstream" => upstream(), "reason" => reason).absolute(0);
+        }
+        counter!(RETRY_BUDGET_EXHAUSTED, "upstream" => upstream()).absolute(0);
+        for scope in ["upstream", "tool"] {
+            for to in ["open", "half_open", "closed"] {
+                counter!(BREAKER_TRANSITIONS, "upstream" => upstream(), "scope" => scope, "to" => to).absolute(0);
+            }
+        }
+        counter!(LOAD_SHED, "scope" => upstream()).absolute(0);
+        counter!(UPSTREAM_RESTARTS, "upstream" => upstream()).absolute(0);
+        counter!(ENDPOINT_EJECTIONS, "upstream" => upstream()).absolute(0);
+    }
+    for scope in GATEWAY_SHED {
+        counter!(LOAD_SHED, "scope" => scope).absolute(0);
+    }
+    for scope in LIMITS {
+        counter!(RATE_LIMITED, "scope" => scope).absolute(0);
+    }
+    for origin in ORIGINS {
+        counter!(ERRORS_REWRITTEN, "origin" => origin).absolute(0);
+    }
+    for result in ["hit", "miss"] {
+        counter!(CACHE, "result" => result).absolute(0);
+    }
+    counter!(ACCESS_LOG_DROPPED).absolute(0);
+}
+
+/// One answered client request.
+pub(crate) fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
+    let method = method_label(method);
+    counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome).increment(1);
+    histogram!(CLIENT_REQUEST_DURATION, "method" => method).record(elapsed.as_secs_f64());
+}
+
+/// Times one attempt on an upstream and records it once: with the outcome it ended
+/// with, or as `cancelled` when it is dropped unfinished (a hedge won, the client left).
+pub(crate) struct AttemptTimer {
+    upstream: std::sync::Arc<str>,
+    method: &'static str,
+    started: std::time::Instant,
+    finished: bool,
+}
+
+impl AttemptTimer {
+    /// Starts timing an attempt of `method` on `upstream`.
+    pub(crate) fn start(upstream: &std::sync::Arc<str>, method: &str) -> AttemptTimer {
+        AttemptTimer {
+            upstream: std::sync::Arc::clone(upstream),
+            method: method_label(method),
+            started: std::time::Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Records the attempt with its outcome.
+    pub(crate) fn finish(mut self, outcome: &'static str) {
+        self.finished = true;
+        self.record(outcome);
+    }
+
+    fn record(&self, outcome: &'static str) {
+        histogram!(ATTEMPT_DURATION, "upstream" => self.upstream.to_string(), "method" => self.method, "outcome" => outcome)
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for AttemptTimer {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.record("cancelled");
+        }
+    }
+}
+
+/// The gauges read when `/metrics` is scraped rather than kept on the request path.
+pub(crate) mod observed {
+    use metrics::gauge;
+
+    /// Live sessions opened by `front`.
+    pub(crate) fn sessions(front: &'static str, n: usize) {
+        gauge!(super::SESSIONS, "front" => front).set(n as f64);
+    }
+
+    /// Requests in flight to `upstream`.
+    pub(crate) fn in_flight(upstream: &str, n: usize) {
+        gauge!(super::IN_FLIGHT, "upstream" => upstream.to_owned()).set(n as f64);
+    }
+
+    /// Client requests in flight in the gateway.
+    pub(crate) fn client_in_flight(n: usize) {
+        gauge!(super::CLIENT_IN_FLIGHT).set(n as f64);
+    }
+
+    /// The state of the breaker of `tool` of `upstream` (`None`: the upstream's own),
+    /// as its name in the logs (`closed`, `half_open`, `open`).
+    pub(crate) fn breaker_state(upstream: &str, tool: Option<&str>, state: &str) {
+        let value = match state {
+            "open" => 2.0,
+            "half_open" => 1.0,
+            _ => 0.0,
+        };
+        gauge!(super::BREAKER_STATE, "upstream" => upstream.to_owned(), "tool" => tool.unwrap_or("").to_owned())
+            .set(value);
+    }
 }
 
 /// One answered request to one upstream.
@@ -190,11 +331,6 @@ pub(crate) fn error_rewritten(origin: &'static str) {
     counter!(ERRORS_REWRITTEN, "origin" => origin).increment(1);
 }
 
-/// The number of live sessions.
-pub(crate) fn sessions(n: usize) {
-    gauge!(SESSIONS).set(n as f64);
-}
-
 /// A stdio upstream restart, or an HTTP+SSE upstream stream reopened.
 pub(crate) fn upstream_restart(upstream: &str) {
     counter!(UPSTREAM_RESTARTS, "upstream" => upstream.to_owned()).increment(1);
@@ -226,6 +362,12 @@ mod tests {
             SESSIONS,
             UPSTREAM_RESTARTS,
             ENDPOINT_EJECTIONS,
+            CLIENT_REQUESTS,
+            CLIENT_REQUEST_DURATION,
+            ATTEMPT_DURATION,
+            IN_FLIGHT,
+            CLIENT_IN_FLIGHT,
+            BREAKER_STATE,
         ];
         let dashboard = include_str!("../../dashboards/seawall.json");
         let mut used = std::collections::BTreeSet::new();

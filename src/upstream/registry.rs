@@ -10,6 +10,7 @@ use super::sse_legacy::{SseLink, SseUpstream};
 use super::stdio::{StdioLink, StdioUpstream};
 use crate::call::{Link, UpstreamError, UpstreamService};
 use crate::mcp::init::InitParams;
+use crate::resilience::load_shed::Slots;
 
 /// How an upstream is reached.
 pub enum Connector {
@@ -34,6 +35,8 @@ pub struct UpstreamHandle {
     pub policy: UpstreamSettings,
     /// The request stack in front of it.
     pub service: UpstreamService,
+    /// Its load-shedding slots (the stack's first layer), read for the in-flight gauge.
+    pub slots: Arc<Slots>,
 }
 
 impl UpstreamHandle {

@@ -11,6 +11,7 @@
 //! * [`PythonSseServer`]: an MCP server on the Python SDK's HTTP+SSE transport.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
+//! * [`Prometheus`]: a real Prometheus scraping a target, with its rules and HTTP API.
 //! * [`TestDir`]: a temporary directory removed on drop.
 //!
 //! Every wait has a timeout. Every spawned process is SIGTERMed, then SIGKILLed, when
@@ -22,6 +23,7 @@
 mod conformance;
 mod interop;
 mod process;
+mod prometheus;
 mod redis_server;
 mod seawall;
 mod stdio;
@@ -29,7 +31,9 @@ mod upstreams;
 
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
-pub use self::{conformance::*, interop::*, process::*, redis_server::*, seawall::*, stdio::*, upstreams::*};
+pub use self::{
+    conformance::*, interop::*, process::*, prometheus::*, redis_server::*, seawall::*, stdio::*, upstreams::*,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

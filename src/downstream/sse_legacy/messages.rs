@@ -138,7 +138,10 @@ fn initialize(cx: &Cx<'_>, channel: &Arc<Channel>, req: jsonrpc::Request) {
     let (gateway, channel) = (Arc::clone(&cx.st.gateway), Arc::clone(channel));
     let (peer, principal) = (cx.info.peer.map(|p| p.ip()), cx.principal.clone());
     tokio::spawn(async move {
-        let (body, opened) = match gateway.initialize(channel.scope.clone(), &req, peer, principal).await {
+        let (body, opened) = match gateway
+            .initialize(channel.scope.clone(), &req, peer, principal, crate::session::Front::Sse)
+            .await
+        {
             Ok((session, result)) => {
                 if !channel.opened(Arc::clone(&session)) {
                     gateway.end_session(&session).await; // the client left meanwhile

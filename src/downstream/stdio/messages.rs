@@ -116,7 +116,10 @@ impl Conn {
     /// lines wait for it, as a client waits for the answer before it sends more.
     async fn initialize(&mut self, req: Request) {
         let client = &self.client;
-        let opened = self.gateway.initialize(client.scope.clone(), &req, None, client.principal.clone()).await;
+        let opened = self
+            .gateway
+            .initialize(client.scope.clone(), &req, None, client.principal.clone(), crate::session::Front::Stdio)
+            .await;
         match opened {
             Ok((session, result)) => {
                 self.out.send(jsonrpc::encode_response(Some(&req.id), Ok(&result))).await;

@@ -190,7 +190,8 @@ where
                 "authorisation"
             );
             if verdict.decision == Decision::Deny {
-                return Box::pin(std::future::ready(Err((asked.unknown)(asked.name))));
+                let answer = Box::new((asked.unknown)(asked.name));
+                return Box::pin(std::future::ready(Err(GatewayError::Denied { answer })));
             }
         }
         let filter = list_shape(&req.method)

@@ -64,12 +64,18 @@ async fn a_denied_call_is_an_unknown_name_and_never_reaches_the_router() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let svc = layer().layer(inner(Arc::clone(&seen), json!({"content": []})));
     let call = |name: &str, who| request("tools/call", json!({"name": name, "arguments": {}}), who);
-    let err = svc.clone().oneshot(call("demo__add", Some("ci"))).await.unwrap_err();
+    // A denial is counted as one and answered as the unknown name it stands for.
+    let answer = |err: GatewayError| match err {
+        GatewayError::Denied { answer } => *answer,
+        other => panic!("not a denial: {other}"),
+    };
+    let err = answer(svc.clone().oneshot(call("demo__add", Some("ci"))).await.unwrap_err());
     assert!(matches!(&err, GatewayError::UnknownTool(t) if t == "demo__add"));
-    let err = svc.clone().oneshot(request("prompts/get", json!({"name": "demo__greet"}), None)).await.unwrap_err();
+    let err =
+        answer(svc.clone().oneshot(request("prompts/get", json!({"name": "demo__greet"}), None)).await.unwrap_err());
     assert!(matches!(&err, GatewayError::UnknownPrompt(p) if p == "demo__greet"));
     let read = request("resources/read", json!({"uri": "secret://x"}), Some("ci"));
-    let err = svc.clone().oneshot(read).await.unwrap_err();
+    let err = answer(svc.clone().oneshot(read).await.unwrap_err());
     assert!(matches!(&err, GatewayError::ResourceNotFound(u) if u == "secret://x"));
     assert!(seen.lock().unwrap().is_empty(), "no denied request reached the inner service");
     assert!(svc.clone().oneshot(call("demo__echo", Some("ci"))).await.unwrap().is_ok());

@@ -32,7 +32,6 @@ impl Slots {
     }
 
     /// Requests in flight now.
-    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.config.max_in_flight.max(1) - self.permits.available_permits()
     }
