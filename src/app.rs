@@ -160,6 +160,20 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
                     )
                     .with_context(|| format!("upstream {:?}", up.name))?
                     .speaking(up.protocol);
+                    // One endpoint speaking `auto` may turn out to be an HTTP+SSE server.
+                    let client = if up.endpoints.is_empty() {
+                        let sse = SseUpstream::new(
+                            &up.name,
+                            endpoint,
+                            headers,
+                            timeouts.connect,
+                            config.limits.max_message_bytes,
+                        )
+                        .with_context(|| format!("upstream {:?}", up.name))?;
+                        client.with_sse_fallback(sse)
+                    } else {
+                        client
+                    };
                     endpoints.push(Arc::new(client));
                 }
                 Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))

@@ -45,7 +45,7 @@ async fn every_request_gets_one_line_with_its_outcome() {
     let by_id = |id: i64| seen.iter().find(|l| l["id"] == id).unwrap_or_else(|| panic!("no line for id {id}"));
     assert_eq!((by_id(1)["outcome"].as_str(), by_id(1)["tool"].as_str()), (Some("ok"), Some("demo__echo")));
     assert_eq!(by_id(2)["outcome"], "tool_error");
-    assert_eq!((by_id(3)["outcome"].as_str(), by_id(3)["code"].as_i64()), (Some("refused"), Some(-32602)));
+    assert_eq!((by_id(3)["outcome"].as_str(), by_id(3)["code"].as_i64()), (Some("error"), Some(-32602)));
     assert!(by_id(3)["correlationId"].is_string(), "{}", by_id(3));
     let session = by_id(1)["session"].clone();
     assert!(seen.iter().skip(1).all(|l| l["session"] == session), "one session: {seen:#?}");

@@ -11,7 +11,7 @@ mod common;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use common::{DemoUpstream, Interop, PythonSseServer, Seawall, Upstream, config_yaml, run_script};
+use common::{DemoUpstream, Interop, PythonSseServer, Seawall, Stream, Upstream, config_yaml, run_script};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
 
@@ -109,4 +109,33 @@ async fn typescript_clients_through_seawall_in_front_of_the_python_sdk_sse_serve
         &[&streamable[..], &["--upstream", ""]].concat(),
     )
     .await;
+}
+
+/// The same Python SDK HTTP+SSE server configured as a plain HTTP upstream (`protocol:
+/// auto`): seawall is refused `server/discover` and `initialize` at its URL, falls back
+/// to HTTP+SSE, says so once in its log, and serves it; a second session goes straight
+/// to HTTP+SSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auto_http_upstream_that_speaks_only_http_sse_is_detected_and_served() {
+    let interop = Interop::from_env();
+    let py = PythonSseServer::start(&interop).await;
+    let mut seawall = Seawall::start(&config_yaml(&[Upstream::http("py", &py.url)], "")).await;
+    let streamable = ["--transport", "streamable"];
+    ts_client(
+        &interop,
+        "ts streamable client /mcp/py",
+        &seawall.upstream_url("py"),
+        &[&streamable[..], &["--upstream", ""]].concat(),
+    )
+    .await;
+    seawall
+        .proc
+        .wait_for_line(Stream::Stderr, Duration::from_secs(10), "the era detected", |line| {
+            (line.contains("upstream protocol era") && line.contains("HTTP+SSE only")).then_some(())
+        })
+        .await;
+    ts_client(&interop, "ts streamable client /mcp", &seawall.url, &[&streamable[..], &["--upstream", "py"]].concat())
+        .await;
+    let detections = seawall.proc.output().matches("upstream protocol era").count();
+    assert_eq!(detections, 1, "the era is found once and remembered:\n{}", seawall.proc.output());
 }

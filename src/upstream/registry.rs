@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::http::HttpLink;
 use super::pool::{HttpPool, PoolLink};
 use super::settings::UpstreamSettings;
 use super::sse_legacy::{SseLink, SseUpstream};
@@ -50,11 +49,7 @@ impl UpstreamHandle {
             }
             Connector::Http(pool) => {
                 let Some(up) = pool.first() else { return Err(UpstreamError::Connect("no endpoint".into())) };
-                let connect = HttpLink::connect(Arc::clone(up), init.clone());
-                match tokio::time::timeout(self.policy.timeouts.connect, connect).await {
-                    Ok(link) => link.map(|l| -> Link { l }),
-                    Err(_) => Err(UpstreamError::Handshake("no answer to initialize in time".into())),
-                }
+                up.connect(init, self.policy.timeouts.connect).await
             }
             Connector::Sse(up) => SseLink::connect(Arc::clone(up), init.clone()).await.map(|l| -> Link { l }),
             Connector::SharedStdio(link) => {

@@ -11,14 +11,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::task::AbortHandle;
 
 use parking_lot::Mutex;
 
 use super::LinkShared;
 use super::cancel::CancelGuard;
-use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use super::failure::{handshake_error, refuses_era, status_error};
+use super::sse_legacy::{SseLink, SseUpstream};
+use crate::call::{BoxFuture, EventSink, Link, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
 use crate::config::UpstreamProtocol;
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
@@ -38,8 +40,11 @@ pub(crate) struct HttpUpstream {
     /// The era to speak (`protocol:`).
     protocol: UpstreamProtocol,
     /// With `protocol: auto`, the era the last handshake found (`modern::UNKNOWN`,
-    /// `LEGACY` or `MODERN`).
+    /// `LEGACY_ONLY`, `MODERN_ONLY`, `NEITHER` or `SSE_ONLY`).
     detected: AtomicU8,
+    /// With `protocol: auto`, the same URL as an HTTP+SSE (2024-11-05) server, tried when
+    /// both Streamable HTTP eras are refused.
+    sse_fallback: Option<Arc<SseUpstream>>,
 }
 
 impl HttpUpstream {
@@ -70,6 +75,7 @@ impl HttpUpstream {
             max_message_bytes,
             protocol: UpstreamProtocol::Legacy,
             detected: AtomicU8::new(modern::UNKNOWN),
+            sse_fallback: None,
         })
     }
 
@@ -79,16 +85,65 @@ impl HttpUpstream {
         self
     }
 
+    /// The same upstream, falling back to HTTP+SSE at its URL when it refuses both
+    /// Streamable HTTP eras (only with `protocol: auto`).
+    pub(crate) fn with_sse_fallback(mut self, sse: SseUpstream) -> HttpUpstream {
+        if self.protocol == UpstreamProtocol::Auto {
+            self.sse_fallback = Some(Arc::new(sse));
+        }
+        self
+    }
+
     /// Remembers what handshakes found (`protocol: auto`).
     fn remember(&self, found: u8) {
         if self.protocol == UpstreamProtocol::Auto && self.detected.swap(found, Ordering::Relaxed) != found {
             let name = match found {
                 modern::MODERN_ONLY => "modern only (2026-07-28)",
                 modern::LEGACY_ONLY => "legacy only (initialize)",
+                modern::SSE_ONLY => "HTTP+SSE only (2024-11-05)",
+                // A step on the way to HTTP+SSE, which says what it found.
+                modern::NEITHER => return,
                 _ => "unknown: detect again",
             };
             tracing::info!(upstream = %self.name, era = name, "upstream protocol era");
         }
+    }
+
+    /// A session with the upstream in the era it speaks: Streamable HTTP (modern or
+    /// legacy, see [`HttpLink::eras_to_try`]) within `connect_timeout`, or, with
+    /// `protocol: auto`, HTTP+SSE at the same URL once both of those were refused —
+    /// remembered, and asked again when the HTTP+SSE handshake is refused in turn.
+    pub(crate) async fn connect(
+        self: &Arc<Self>,
+        init: &InitParams,
+        connect_timeout: Duration,
+    ) -> Result<Link, UpstreamError> {
+        if let Some(sse) = self.sse_fallback.as_ref().filter(|_| self.detected() == modern::SSE_ONLY) {
+            match SseLink::connect(Arc::clone(sse), init.clone()).await {
+                Ok(link) => return Ok(link),
+                Err(e) if refuses_era(&e) => self.remember(modern::UNKNOWN),
+                Err(e) => return Err(e),
+            }
+        }
+        let link = match tokio::time::timeout(connect_timeout, HttpLink::connect(Arc::clone(self), init.clone())).await
+        {
+            Ok(link) => link,
+            Err(_) => return Err(UpstreamError::Handshake("no answer to initialize in time".into())),
+        };
+        match (link, &self.sse_fallback) {
+            (Ok(link), _) => Ok(link),
+            (Err(e), Some(sse)) if self.detected() == modern::NEITHER => {
+                tracing::debug!(upstream = %self.name, error = %e, "both Streamable HTTP eras refused: trying HTTP+SSE");
+                let link = SseLink::connect(Arc::clone(sse), init.clone()).await?;
+                self.remember(modern::SSE_ONLY);
+                Ok(link)
+            }
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    fn detected(&self) -> u8 {
+        self.detected.load(Ordering::Relaxed)
     }
 }
 
@@ -212,7 +267,7 @@ impl HttpLink {
                 }
             }
         }
-        self.up.remember(modern::UNKNOWN);
+        self.up.remember(if self.up.sse_fallback.is_some() { modern::NEITHER } else { modern::UNKNOWN });
         Err(last)
     }
 
@@ -495,70 +550,5 @@ fn send_cancel(link: &Weak<HttpLink>, id: Id) {
                 tracing::debug!(upstream = %link.up.name, error = %e, "could not deliver a cancellation");
             }
         });
-    }
-}
-
-/// Whether a failed handshake means the upstream refuses that protocol era (it
-/// answered, and not as that era's server would), rather than that it failed: a
-/// client error status (not 408 or 429), a JSON-RPC error or an answer that is not the
-/// era's handshake result, or something that is not MCP at all.
-fn refuses_era(e: &UpstreamError) -> bool {
-    match e {
-        UpstreamError::HttpStatus { status, .. } => (400..500).contains(status) && !matches!(status, 408 | 429),
-        UpstreamError::Handshake(_) | UpstreamError::Protocol(_) => true,
-        UpstreamError::Connect(_)
-        | UpstreamError::NotRunning(_)
-        | UpstreamError::Io(_)
-        | UpstreamError::ProcessExited
-        | UpstreamError::TooLarge { .. }
-        | UpstreamError::SessionLost(_) => false,
-    }
-}
-
-pub(super) fn handshake_error(e: UpstreamError) -> UpstreamError {
-    match e {
-        UpstreamError::Connect(m) => UpstreamError::Connect(m),
-        other => UpstreamError::Handshake(other.to_string()),
-    }
-}
-
-pub(super) fn status_error(resp: &reqwest::Response) -> UpstreamError {
-    let retry_after = resp
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    UpstreamError::HttpStatus { status: resp.status().as_u16(), retry_after }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_an_answer_refuses_an_era_a_failure_does_not() {
-        let status = |status| UpstreamError::HttpStatus { status, retry_after: None };
-        for refused in [
-            status(400),
-            status(404),
-            status(405),
-            status(406),
-            UpstreamError::Handshake("initialize refused: {}".into()),
-            UpstreamError::Protocol("not JSON".into()),
-        ] {
-            assert!(refuses_era(&refused), "{refused}");
-        }
-        for failed in [
-            status(408),
-            status(429),
-            status(500),
-            status(503),
-            UpstreamError::Connect("refused".into()),
-            UpstreamError::Io("reset".into()),
-            UpstreamError::TooLarge { limit: 1 },
-        ] {
-            assert!(!refuses_era(&failed), "{failed}");
-        }
     }
 }

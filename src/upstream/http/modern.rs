@@ -43,6 +43,10 @@ pub(super) const UNKNOWN: u8 = 0;
 pub(super) const LEGACY_ONLY: u8 = 1;
 /// It refused the session era: the stateless era only.
 pub(super) const MODERN_ONLY: u8 = 2;
+/// It refused both Streamable HTTP eras: HTTP+SSE is tried next, when it may be.
+pub(super) const NEITHER: u8 = 3;
+/// It speaks only HTTP+SSE (2024-11-05) at this URL.
+pub(super) const SSE_ONLY: u8 = 4;
 
 static NEXT_INPUT: AtomicU64 = AtomicU64::new(1);
 

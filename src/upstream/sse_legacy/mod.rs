@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::LinkShared;
 use super::cancel::CancelGuard;
-use super::http::status_error;
+use super::failure::status_error;
 use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};

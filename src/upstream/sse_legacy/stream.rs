@@ -18,7 +18,7 @@ use crate::jsonrpc::{self, Message};
 use crate::mcp::init::InitResult;
 use crate::mcp::method;
 use crate::sse;
-use crate::upstream::http::handshake_error;
+use crate::upstream::failure::handshake_error;
 
 /// First wait before the stream is reopened; doubles while reopening keeps failing.
 const REOPEN_BASE: Duration = Duration::from_millis(250);
