@@ -253,10 +253,14 @@ async fn progress_sampling_and_logging_reach_the_right_client_stream() {
     }
 
     // A notification not tied to a request arrives on the GET stream.
-    let (status, mut stream) = c.open_stream().await;
+    // A second GET takes the stream over (a client whose connection died reconnects at
+    // once); the first connection ends, and messages go to the newest only.
+    let (status, mut first) = c.open_stream().await;
     assert_eq!(status, 200);
-    let (second, _) = c.open_stream().await;
-    assert_eq!(second, 409, "one GET stream per session");
+    let (second, mut stream) = c.open_stream().await;
+    assert_eq!(second, 200);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async { while first.recv().await.is_some() {} }).await;
+    assert!(ended.is_ok(), "the first GET stream ends when a second takes over");
     c.call_tool(4, "demo__log", json!({"message": "to the stream"})).await;
     let note = tokio::time::timeout(Duration::from_secs(10), async {
         loop {

@@ -6,6 +6,9 @@
 //!
 //! `Last-Event-ID` on a GET of a live session:
 //!
+//! A `GET` without `Last-Event-ID` opens the GET stream, ending a connection still
+//! attached to it.
+//!
 //! | the id | answer |
 //! |---|---|
 //! | of the session's GET stream, events after it still kept | the GET stream, replaying what followed it (a connection still attached is ended) |
@@ -126,8 +129,10 @@ fn post_stream(session: &Session, stream: &Arc<ResumableStream>) -> Response {
 pub(super) async fn get(cx: &Cx<'_>, session: &Arc<Session>) -> Response {
     let prime = replay::primes(&session.version);
     let Some(last) = cx.headers.get(LAST_EVENT_ID) else {
+        // The newest connection takes the stream over: a client whose connection died
+        // unnoticed reconnects at once, and messages still go out on one stream only.
         let stream = session.get_stream(cx.st.replay);
-        return match stream.attach(Start::Fresh { prime }, false) {
+        return match stream.attach(Start::Fresh { prime }, true) {
             Ok(reader) => get_stream(cx, session, reader).await,
             Err(_) => cx.refuse(Refusal::StreamConflict, None),
         };
