@@ -29,6 +29,11 @@ pub enum UpstreamError {
     /// The upstream process exited while the request was in flight.
     #[error("the upstream process exited while the request was in flight")]
     ProcessExited,
+    /// The upstream process that was serving crashed and is being restarted (it was
+    /// exiting when the request was to be written, or is not back within the attempt's
+    /// time): nothing was sent.
+    #[error("the upstream process is being restarted; the request was not sent")]
+    Restarting,
     /// The upstream answered with an HTTP status that is not a valid MCP answer.
     #[error("the upstream answered HTTP {status}")]
     HttpStatus {
@@ -59,15 +64,22 @@ impl UpstreamError {
 
     /// Whether the upstream may have received (and acted on) the request.
     pub fn may_have_reached(&self) -> bool {
-        !matches!(self, UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_))
+        !matches!(
+            self,
+            UpstreamError::Connect(_)
+                | UpstreamError::NotRunning(_)
+                | UpstreamError::Handshake(_)
+                | UpstreamError::Restarting
+        )
     }
 
     /// One sentence a client can act on, without the raw detail.
     pub fn summary(&self, upstream: &str) -> String {
         match self {
-            UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
-                format!("upstream '{upstream}' is unavailable; the request was not sent")
-            }
+            UpstreamError::Connect(_)
+            | UpstreamError::NotRunning(_)
+            | UpstreamError::Handshake(_)
+            | UpstreamError::Restarting => format!("upstream '{upstream}' is unavailable; the request was not sent"),
             UpstreamError::ProcessExited => {
                 format!("upstream '{upstream}' crashed while handling the request; the outcome is unknown")
             }
@@ -345,6 +357,10 @@ fn upstream_class(source: &UpstreamError) -> Class {
             transport(Retry::NotSent, Unreachable, "not_sent")
         }
         UpstreamError::ProcessExited => transport(Retry::IfIdempotent, Health::Crashed, "process_exited"),
+        // A crash already under way: nothing was sent, so any request may go again, and
+        // it says nothing about the tool or the upstream (the call that met the crash
+        // counted it; the supervisor is restarting the process).
+        UpstreamError::Restarting => transport(Retry::NotSent, Irrelevant, "process_exited"),
         UpstreamError::Io(_) | UpstreamError::SessionLost(_) => {
             transport(Retry::IfIdempotent, Unreachable, "connection")
         }
@@ -391,6 +407,10 @@ mod tests {
             assert_eq!(class.health, Health::Unreachable);
         }
         assert!(up(UpstreamError::Io("reset".into())).class().reached);
+        // A process being restarted: nothing sent, and nothing said about health.
+        let exiting = up(UpstreamError::Restarting).class();
+        assert!(!exiting.reached);
+        assert_eq!((exiting.retry, exiting.health), (Retry::NotSent, Health::Irrelevant));
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub trait Transport: Send + Sync {
     /// For replicated upstreams: how an attempt on an endpoint ended (outlier ejection).
     fn record(&self, _endpoint: u16, _failed: bool) {}
 
+    /// For replicated upstreams: whether an endpoint other than `endpoint` is healthy
+    /// (not ejected), so that a failure of `endpoint` is that endpoint's alone.
+    fn has_spare(&self, _endpoint: u16) -> bool {
+        false
+    }
+
     /// Sends a notification.
     fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>>;
 

@@ -86,6 +86,12 @@ pub struct DemoArgs {
     /// 2025-11-25 would: 400, unsupported protocol version).
     #[arg(long)]
     pub legacy_only: bool,
+
+    /// stdio: after this fraction (0 to 1) of its answers, also write one line of noise
+    /// — a line that is not JSON, the same answer again, the answer under an id nobody
+    /// asked, or a notification nobody knows — as misbehaving servers do.
+    #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_fraction)]
+    pub noise: f64,
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -114,7 +120,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let server = DemoServer::new(config, recorder);
     match args.listen {
         Some(addr) => http::serve(server, &addr).await,
-        None => stdio::serve(server, tokio::io::stdin(), tokio::io::stdout()).await,
+        None => stdio::serve(server, tokio::io::stdin(), tokio::io::stdout(), args.noise).await,
     }
 }
 

@@ -16,14 +16,15 @@ use super::session::{Outbound, Session, Transport};
 /// Longest accepted input line, in bytes.
 pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Serve one client over `input`/`output` until `input` ends.
-pub(crate) async fn serve<R, W>(server: DemoServer, input: R, output: W) -> anyhow::Result<()>
+/// Serve one client over `input`/`output` until `input` ends; `noise` is the fraction of
+/// answers followed by a line of noise (`--noise`).
+pub(crate) async fn serve<R, W>(server: DemoServer, input: R, output: W, noise: f64) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, rx) = Outbound::channel();
-    let writer = tokio::spawn(write_lines(rx, output));
+    let writer = tokio::spawn(write_lines(rx, output, noise));
     let session = Session::new(None, Transport::Stdio);
     session.set_standalone(Some(out.clone()));
     let mut input = BufReader::new(input);
@@ -88,17 +89,37 @@ fn send_outcome(out: &Outbound, outcome: Option<Outcome>) {
     }
 }
 
-async fn write_lines<W>(mut rx: mpsc::UnboundedReceiver<Value>, mut output: W) -> anyhow::Result<()>
+async fn write_lines<W>(mut rx: mpsc::UnboundedReceiver<Value>, mut output: W, noise: f64) -> anyhow::Result<()>
 where
     W: AsyncWrite + Unpin,
 {
     while let Some(msg) = rx.recv().await {
         let mut line = msg.to_string();
         line.push('\n');
+        let is_answer = msg.get("id").is_some() && (msg.get("result").is_some() || msg.get("error").is_some());
+        if is_answer && noise > 0.0 && rand::random::<f64>() < noise {
+            line.push_str(&noise_after(&msg));
+        }
         output.write_all(line.as_bytes()).await?;
         output.flush().await?;
     }
     Ok(())
+}
+
+/// One line of noise after the answer `msg`, chosen at random.
+fn noise_after(msg: &Value) -> String {
+    let mut line = match rand::random_range(0..4u8) {
+        0 => "this is not JSON {\"jsonrpc\": \"2.0\",".to_owned(),
+        1 => msg.to_string(),
+        2 => {
+            let mut stray = msg.clone();
+            stray["id"] = Value::String(format!("nobody-asked-{}", rand::random::<u32>()));
+            stray.to_string()
+        }
+        _ => serde_json::json!({"jsonrpc": "2.0", "method": "notifications/demo/noise", "params": {}}).to_string(),
+    };
+    line.push('\n');
+    line
 }
 
 /// What [`read_line`] found.
@@ -176,7 +197,7 @@ mod tests {
         let (client_in, server_out) = tokio::io::duplex(64 * 1024);
         let (mut client_out, server_in) = tokio::io::duplex(64 * 1024);
         let server = DemoServer::new(DemoConfig::default(), None);
-        let serving = tokio::spawn(serve(server, server_in, server_out));
+        let serving = tokio::spawn(serve(server, server_in, server_out, 0.0));
         let mut lines = BufReader::new(client_in).lines();
 
         let send = |msg: Value| format!("{msg}\n");

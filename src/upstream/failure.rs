@@ -20,6 +20,7 @@ pub(crate) fn refuses_era(e: &UpstreamError) -> bool {
         | UpstreamError::NotRunning(_)
         | UpstreamError::Io(_)
         | UpstreamError::ProcessExited
+        | UpstreamError::Restarting
         | UpstreamError::TooLarge { .. }
         | UpstreamError::SessionLost(_) => false,
     }

@@ -103,6 +103,11 @@ impl HttpPool {
         let mut h = self.endpoints[i].health.lock();
         if !failed {
             h.consecutive_failures = 0;
+            // An ejected endpoint that answered (a fallback attempt, or one in flight when
+            // it was ejected) is back: it takes traffic again at once.
+            if h.ejected_until.take().is_some_and(|t| t > now) {
+                tracing::info!(upstream = %self.name, endpoint = i, "ejected endpoint answered: restored");
+            }
             return;
         }
         h.consecutive_failures += 1;
@@ -277,6 +282,11 @@ impl Transport for PoolLink {
         }
     }
 
+    fn has_spare(&self, endpoint: u16) -> bool {
+        let now = Instant::now();
+        (0..self.pool.len()).any(|j| j != usize::from(endpoint) && !self.pool.ejected(j, now))
+    }
+
     fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
         Box::pin(PoolLink::notify(self, n))
     }
@@ -377,5 +387,22 @@ mod tests {
             p.record(2, true);
         }
         assert_eq!(p.ejections(), vec![true, true, false]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ejected_endpoint_that_answers_is_restored_at_once() {
+        let p = pool(2);
+        for _ in 0..EJECT_AFTER {
+            p.record(0, true);
+        }
+        assert_eq!(p.ejections(), vec![true, false]);
+        // A fallback attempt on it (the other one hangs) succeeds: it is back.
+        p.record(0, false);
+        assert_eq!(p.ejections(), vec![false, false]);
+        // So the other one's failures may eject that one in turn.
+        for _ in 0..EJECT_AFTER {
+            p.record(1, true);
+        }
+        assert_eq!(p.ejections(), vec![false, true]);
     }
 }

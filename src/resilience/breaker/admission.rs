@@ -35,6 +35,11 @@ impl Admission {
         self.settle(classify::health(result));
     }
 
+    /// Gives the permits back uncounted: the call said nothing about health.
+    pub fn finish_ignored(mut self) {
+        self.settle(Health::Irrelevant);
+    }
+
     fn settle(&mut self, health: Health) {
         let Some(upstream) = self.upstream.take() else { return };
         let slow = self.started.elapsed() > self.slow_call;

@@ -92,6 +92,7 @@ where
         };
         let probe_timeout = admission.probing().then_some(self.cfg.probe_timeout);
         let upstream = Arc::clone(&req.upstream);
+        let target = Arc::clone(&req.target);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let result = match probe_timeout {
@@ -101,6 +102,17 @@ where
                 },
                 None => fut.await,
             };
+            // One replica that fails or hangs while another is healthy is that replica's
+            // failure, ejected by outlier detection and retried elsewhere: it says nothing
+            // about the tool or the upstream as a whole.
+            if let Err(e) = &result
+                && let Some(endpoint) = e.endpoint()
+                && e.class().health.is_endpoint_failure()
+                && target.has_spare(endpoint)
+            {
+                admission.finish_ignored();
+                return result;
+            }
             admission.finish(&result);
             result
         })

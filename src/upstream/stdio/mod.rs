@@ -63,6 +63,9 @@ enum ProcState {
     Closed,
 }
 
+/// How much sooner than its attempt a call stops waiting for a process.
+const READY_MARGIN: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// One running child process.
 struct Proc {
     stdin: mpsc::Sender<String>,
@@ -85,6 +88,9 @@ pub struct StdioLink {
     offers_client_features: bool,
     state: watch::Sender<ProcState>,
     closing: AtomicBool,
+    /// The process that served crashed and its supervisor brings another up: waiting for
+    /// it is not the upstream failing (a process that cannot start clears this).
+    restarting: AtomicBool,
     closed_tx: watch::Sender<bool>,
     /// A slot of the upstream's process budget, released when the link goes.
     permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
@@ -106,6 +112,7 @@ impl StdioLink {
             offers_client_features,
             state: watch::channel(ProcState::Starting).0,
             closing: AtomicBool::new(false),
+            restarting: AtomicBool::new(false),
             closed_tx: watch::channel(false).0,
             permit: Mutex::new(None),
             last_init: Mutex::new(None),
@@ -175,6 +182,9 @@ impl StdioLink {
         };
         match tokio::time::timeout(limit, wait).await {
             Ok(r) => r,
+            // A healthy process that crashed is on its way back: the wait said nothing
+            // new about the upstream (the call that met the crash counted it).
+            Err(_) if self.restarting.load(Ordering::Relaxed) => Err(UpstreamError::Restarting),
             Err(_) => Err(UpstreamError::NotRunning(match &*self.state.borrow() {
                 ProcState::Down(why) => why.clone(),
                 _ => "the upstream process did not become ready in time".into(),
@@ -184,8 +194,11 @@ impl StdioLink {
 
     /// Sends a request and waits for its answer.
     pub(crate) async fn call(&self, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
+        // The wait for a process ends just before the attempt's time does, so that an
+        // attempt that never reached a process fails as such, not as an unanswered one.
         let wait = call.attempt_deadline.unwrap_or_else(|| call.clock.deadline());
-        let proc = self.ready(wait.saturating_duration_since(tokio::time::Instant::now())).await?;
+        let left = wait.saturating_duration_since(tokio::time::Instant::now()).saturating_sub(READY_MARGIN);
+        let proc = self.ready(left).await?;
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let id = fresh_id();
         let (tx, rx) = oneshot::channel();
@@ -193,7 +206,7 @@ impl StdioLink {
         let line = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
         if proc.stdin.send(line).await.is_err() {
             proc.pending.lock().remove(&id);
-            return Err(UpstreamError::NotRunning("the upstream process is exiting".into()));
+            return Err(UpstreamError::Restarting);
         }
         let weak = Arc::downgrade(&proc);
         let mut guard = CancelGuard::new(move |abandoned| end_call(&weak, &id, abandoned));

@@ -60,6 +60,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
+            link.restarting.store(false, Ordering::Relaxed);
             link.set_state(ProcState::Down(e.to_string()));
             *quick_restarts = quick_restarts.saturating_add(1);
             return;
@@ -68,6 +69,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     let pid = child.id();
     tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
     *link.last_init.lock() = Some(Arc::clone(&proc.init));
+    link.restarting.store(false, Ordering::Relaxed);
     link.set_state(ProcState::Ready(Arc::clone(&proc)));
     let started = Instant::now();
     let mut closed = link.closed_tx.subscribe();
@@ -86,9 +88,11 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
             let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
             tracing::warn!(upstream = %up.name, pid, %status, "stdio upstream exited; restarting");
             crate::telemetry::metrics::upstream_restart(&up.name);
+            let healthy = started.elapsed() >= HEALTHY_AFTER;
+            link.restarting.store(healthy, Ordering::Relaxed);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
-            *quick_restarts = if started.elapsed() >= HEALTHY_AFTER { 1 } else { quick_restarts.saturating_add(1) };
+            *quick_restarts = if healthy { 1 } else { quick_restarts.saturating_add(1) };
         }
     }
 }
