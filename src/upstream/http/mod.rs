@@ -40,6 +40,27 @@ pub(crate) struct HttpUpstream {
     /// With `protocol: auto`, the era the last handshake found (`modern::UNKNOWN`,
     /// `LEGACY` or `MODERN`).
     detected: AtomicU8,
+    /// The era of the last handshake that succeeded (`SPOKE_*`), for status pages.
+    spoke: AtomicU8,
+}
+
+/// No handshake has succeeded yet.
+const SPOKE_NONE: u8 = 0;
+/// The last handshake was `initialize` (the session era).
+const SPOKE_LEGACY: u8 = 1;
+/// The last handshake was `server/discover` (the modern era).
+const SPOKE_MODERN: u8 = 2;
+
+/// An HTTP upstream's protocol era as a status page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EraStatus {
+    /// The configured `protocol`: `auto`, `modern` or `legacy`.
+    pub protocol: &'static str,
+    /// With `auto`, what handshakes found: `unknown` (nothing refused yet, so both are
+    /// tried), `legacy_only` or `modern_only`; `None` for a pinned era.
+    pub detected: Option<&'static str>,
+    /// The era of the last handshake that succeeded: `legacy` or `modern`; `None` before one.
+    pub speaking: Option<&'static str>,
 }
 
 impl HttpUpstream {
@@ -70,6 +91,7 @@ impl HttpUpstream {
             max_message_bytes,
             protocol: UpstreamProtocol::Legacy,
             detected: AtomicU8::new(modern::UNKNOWN),
+            spoke: AtomicU8::new(SPOKE_NONE),
         })
     }
 
@@ -77,6 +99,31 @@ impl HttpUpstream {
     pub(crate) fn speaking(mut self, protocol: UpstreamProtocol) -> HttpUpstream {
         self.protocol = protocol;
         self
+    }
+
+    /// The URL of its MCP endpoint.
+    pub(crate) fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    /// The configured era, what `auto` found, and what the last handshake spoke.
+    pub(crate) fn era(&self) -> EraStatus {
+        let protocol = match self.protocol {
+            UpstreamProtocol::Auto => "auto",
+            UpstreamProtocol::Modern => "modern",
+            UpstreamProtocol::Legacy => "legacy",
+        };
+        let detected = (self.protocol == UpstreamProtocol::Auto).then(|| match self.detected.load(Ordering::Relaxed) {
+            modern::LEGACY_ONLY => "legacy_only",
+            modern::MODERN_ONLY => "modern_only",
+            _ => "unknown",
+        });
+        let speaking = match self.spoke.load(Ordering::Relaxed) {
+            SPOKE_LEGACY => Some("legacy"),
+            SPOKE_MODERN => Some("modern"),
+            _ => None,
+        };
+        EraStatus { protocol, detected, speaking }
     }
 
     /// Remembers what handshakes found (`protocol: auto`).
@@ -193,6 +240,7 @@ impl HttpLink {
             let attempt = if modern_era { self.discover().await } else { self.initialize().await };
             match attempt {
                 Ok(()) => {
+                    self.up.spoke.store(if modern_era { SPOKE_MODERN } else { SPOKE_LEGACY }, Ordering::Relaxed);
                     if refused {
                         self.up.remember(if modern_era { modern::MODERN_ONLY } else { modern::LEGACY_ONLY });
                     }

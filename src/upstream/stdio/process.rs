@@ -86,6 +86,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
             let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
             tracing::warn!(upstream = %up.name, pid, %status, "stdio upstream exited; restarting");
             crate::telemetry::metrics::upstream_restart(&up.name);
+            link.restarts.fetch_add(1, Ordering::Relaxed);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
             *quick_restarts = if started.elapsed() >= HEALTHY_AFTER { 1 } else { quick_restarts.saturating_add(1) };
