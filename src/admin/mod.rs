@@ -83,22 +83,30 @@ async fn status_json(State(admin): State<Admin>, query: Result<Query<status::Raw
         Ok(query) => query,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
-    let gateway = &admin.gateway;
-    let sources = status::Sources {
-        upstreams: gateway.upstreams(),
-        breakers: gateway.breakers(),
-        sessions: gateway.sessions().all(),
-        recent: crate::telemetry::recent::global(),
-        started: admin.started,
-        started_wall: admin.started_wall,
-    };
-    match status::document(&sources, &query, Instant::now()) {
-        Ok(doc) => {
-            let mut response = axum::Json(doc).into_response();
-            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
+    // Reading a hundred thousand breakers takes a while: off the async workers.
+    let built = tokio::task::spawn_blocking(move || {
+        let gateway = &admin.gateway;
+        let sources = status::Sources {
+            upstreams: gateway.upstreams(),
+            breakers: gateway.breakers(),
+            sessions: gateway.sessions().all(),
+            recent: crate::telemetry::recent::global(),
+            started: admin.started,
+            started_wall: admin.started_wall,
+        };
+        status::document(&sources, &query, Instant::now()).map(|doc| serde_json::to_vec(&doc))
+    })
+    .await;
+    match built {
+        Ok(Ok(Ok(body))) => {
+            let headers = [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")];
+            (headers, body).into_response()
         }
-        Err(status::UnknownUpstream) => refuse(StatusCode::NOT_FOUND, "upstream: no upstream of that name".to_owned()),
+        Ok(Err(status::UnknownUpstream)) => {
+            refuse(StatusCode::NOT_FOUND, "upstream: no upstream of that name".to_owned())
+        }
+        Ok(Ok(Err(e))) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the status: {e}")),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("the status was not built: {e}")),
     }
 }
 

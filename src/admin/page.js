@@ -169,14 +169,15 @@
     return !view.filter || String(text).toLowerCase().includes(view.filter);
   }
 
-  function eraText(era) {
-    if (!era) return "–";
+  // "auto · modern", "legacy (pinned)", "legacy · 2025-11-25" (a stdio process).
+  function eraText(u) {
+    const era = u.era;
     if (era.protocol === "auto") {
       const found = { legacy_only: "legacy only", modern_only: "modern only" }[era.detected];
-      const now = era.speaking ? era.speaking : "not yet";
-      return found ? `auto · ${found}` : `auto · ${now}`;
+      return `auto · ${found || era.speaking || "not yet"}`;
     }
-    return era.protocol + (era.version ? ` · ${era.version}` : "");
+    if (era.version) return `${era.protocol} · ${era.version}`;
+    return u.kind === "http" ? `${era.protocol} (pinned)` : era.protocol;
   }
 
   // Header ---------------------------------------------------------------------------
@@ -347,7 +348,7 @@
       el("td", {}, toggle),
       el("td", { class: "name" }, dot(u.state, STATE_WORDS[u.state]), u.name),
       el("td", {}, el("span", { class: "tag" }, kind)),
-      el("td", {}, eraText(u.era)),
+      el("td", {}, eraText(u)),
       endpointsCell(u),
       toolsCell(u),
       el("td", { class: "num" }, perSecond(minute.rate)),
@@ -387,7 +388,13 @@
       const head = el(
         "tr",
         {},
-        ...["tool", "breaker", "failure rate", "failures", "state since"].map((h) => el("th", { scope: "col" }, h)),
+        ...[
+          ["tool", ""],
+          ["breaker", ""],
+          ["failure rate", "num"],
+          ["failures", "num"],
+          ["state since", ""],
+        ].map(([h, cls]) => el("th", { scope: "col", class: cls || null }, h)),
       );
       cell.append(el("table", { class: "tool-table" }, el("thead", {}, head), el("tbody", {}, ...rows)));
       const rest = shown.length - rows.length;

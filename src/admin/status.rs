@@ -554,3 +554,6 @@ fn tools_of(handle: &UpstreamHandle, breakers: &Breakers) -> Vec<Tool> {
     });
     tools
 }
+
+#[cfg(test)]
+mod tests;

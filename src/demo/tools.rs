@@ -58,14 +58,8 @@ fn is_extra(name: &str, extra: usize) -> bool {
 /// more.
 pub(crate) fn definitions(extra: usize) -> Vec<Value> {
     let mut tools = own_definitions();
-    tools.extend((1..=extra).map(|n| {
-        json!({
-            "name": extra_name(n),
-            "description": "Answer the message, or the tool's own name.",
-            "inputSchema": schema(json!({"message": {"type": "string"}}), &[]),
-            "annotations": {"readOnlyHint": true},
-        })
-    }));
+    // As small as a tool can be listed: thousands of them are the point.
+    tools.extend((1..=extra).map(|n| json!({"name": extra_name(n), "inputSchema": {"type": "object"}})));
     tools
 }
 

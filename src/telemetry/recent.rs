@@ -51,8 +51,8 @@ impl Ring {
         Ring(std::array::from_fn(|_| AtomicU64::new(0)))
     }
 
-    /// Counts one event in `step`.
-    fn add(&self, step: u64) {
+    /// Counts `n` events in `step`.
+    fn add(&self, step: u64, n: u64) {
         let word = &self.0[slot(step)];
         let tag = step & TAG_MASK;
         let mut current = word.load(Ordering::Relaxed);
@@ -60,14 +60,15 @@ impl Ring {
             let seen = current >> COUNT_BITS;
             if seen == tag {
                 // Only a step 15 minutes later could take this bucket over meanwhile.
-                word.fetch_add(1, Ordering::Relaxed);
+                word.fetch_add(n, Ordering::Relaxed);
                 return;
             }
             if is_later(seen, tag) {
                 // This thread fell a whole ring behind; its event is too old to show.
                 return;
             }
-            match word.compare_exchange_weak(current, (tag << COUNT_BITS) | 1, Ordering::Relaxed, Ordering::Relaxed) {
+            let fresh = (tag << COUNT_BITS) | (n & COUNT_MASK);
+            match word.compare_exchange_weak(current, fresh, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => current = now,
             }
@@ -103,10 +104,10 @@ impl Series {
         Series { requests: Ring::new(), errors: Ring::new() }
     }
 
-    fn add(&self, step: u64, error: bool) {
-        self.requests.add(step);
-        if error {
-            self.errors.add(step);
+    fn add(&self, step: u64, requests: u64, errors: u64) {
+        self.requests.add(step, requests);
+        if errors > 0 {
+            self.errors.add(step, errors);
         }
     }
 
@@ -164,11 +165,21 @@ impl Recent {
 
     /// Counts one request answered at `now`.
     pub fn record_at(&self, now: Instant, upstream: &str, outcome: &str) {
+        self.add(now, upstream, 1, u64::from(is_error(outcome)));
+    }
+
+    /// Counts `requests` requests, `errors` of them errors, answered at `now` (tests
+    /// fill buckets with large counts this way).
+    #[cfg(test)]
+    pub(crate) fn record_many_at(&self, now: Instant, upstream: &str, requests: u64, errors: u64) {
+        self.add(now, upstream, requests, errors);
+    }
+
+    fn add(&self, now: Instant, upstream: &str, requests: u64, errors: u64) {
         let step = self.step(now);
-        let error = is_error(outcome);
-        self.total.add(step, error);
+        self.total.add(step, requests, errors);
         if let Some(series) = self.series(upstream) {
-            series.add(step, error);
+            series.add(step, requests, errors);
         }
     }
 

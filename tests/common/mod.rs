@@ -11,6 +11,7 @@
 //! * [`PythonSseServer`]: an MCP server on the Python SDK's HTTP+SSE transport.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
+//! * [`Chromium`]: headless Chromium, for the status page's DOM and screenshots.
 //! * [`TestDir`]: a temporary directory removed on drop.
 //!
 //! Every wait has a timeout. Every spawned process is SIGTERMed, then SIGKILLed, when
@@ -19,6 +20,7 @@
 //! (`SEAWALL_TEST_ECHO=1` prints server output live instead, to stderr).
 #![allow(dead_code)]
 
+mod chromium;
 mod conformance;
 mod interop;
 mod process;
@@ -29,7 +31,9 @@ mod upstreams;
 
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
-pub use self::{conformance::*, interop::*, process::*, redis_server::*, seawall::*, stdio::*, upstreams::*};
+pub use self::{
+    chromium::*, conformance::*, interop::*, process::*, redis_server::*, seawall::*, stdio::*, upstreams::*,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
