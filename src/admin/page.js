@@ -227,13 +227,16 @@
   function breakerRow(b) {
     const tripped = b.tripped;
     const counts = b.state === "closed" || !tripped ? b.window : tripped;
-    const why = b.reason ? REASONS[b.reason] || b.reason : "–";
-    const whyCell =
-      tripped && b.state !== "closed"
-        ? `${REASONS[tripped.reason] || tripped.reason}` +
-          (b.reason && b.reason !== tripped.reason ? ` · then ${REASONS[b.reason] || b.reason}` : "") +
-          (tripped.reason === "consecutive_failures" ? ` (${count(tripped.consecutive_failures)})` : "")
-        : why;
+    const word = (reason) => REASONS[reason] || reason;
+    // What opened it, then what happened since ("5 failures in a row · then probe failed").
+    let whyCell = b.reason ? word(b.reason) : "–";
+    if (tripped && b.state !== "closed") {
+      whyCell =
+        tripped.reason === "consecutive_failures"
+          ? `${count(tripped.consecutive_failures)} failures in a row`
+          : word(tripped.reason);
+      if (b.reason && b.reason !== tripped.reason) whyCell += ` · then ${word(b.reason)}`;
+    }
     let probes = "–";
     if (b.state === "open" && b.retry_in_ms !== null) probes = `in ${duration(b.retry_in_ms)}`;
     else if (b.state === "half_open") probes = "probing now";

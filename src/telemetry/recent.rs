@@ -178,6 +178,11 @@ impl Recent {
     fn add(&self, now: Instant, upstream: &str, requests: u64, errors: u64) {
         let step = self.step(now);
         self.total.add(step, requests, errors);
+        // Counted under the read lock, so the common case clones nothing.
+        if let Some(series) = self.upstreams.read().get(upstream) {
+            series.add(step, requests, errors);
+            return;
+        }
         if let Some(series) = self.series(upstream) {
             series.add(step, requests, errors);
         }
@@ -203,14 +208,12 @@ impl Recent {
     }
 
     fn step(&self, now: Instant) -> u64 {
-        let steps = now.saturating_duration_since(self.origin).as_nanos() / BUCKET.as_nanos();
-        u64::try_from(steps).unwrap_or(u64::MAX)
+        // Whole seconds: a bucket is a whole number of them, and u64 division is cheap.
+        now.saturating_duration_since(self.origin).as_secs() / BUCKET.as_secs()
     }
 
+    /// The upstream's series, added if it is new (and there is room).
     fn series(&self, upstream: &str) -> Option<Arc<Series>> {
-        if let Some(found) = self.upstreams.read().get(upstream) {
-            return Some(Arc::clone(found));
-        }
         let mut all = self.upstreams.write();
         if let Some(found) = all.get(upstream) {
             return Some(Arc::clone(found));
