@@ -52,6 +52,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("recent series benchmark: run it with `cargo bench --bench recent`");
+        return;
+    }
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder();
     if let Err(e) = recorder {
         eprintln!("cannot install the Prometheus recorder: {e}");
