@@ -86,7 +86,8 @@ async fn an_open_breaker_is_shown_with_its_failure_rate_and_counts() {
         "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n\
          defaults:\n  breaker: {{ consecutive_failures: 1000, min_calls: 4, failure_rate: 0.5, break: 60s, max_break: 120s }}\n\
          upstreams:\n  - name: remote\n    url: {}\n  - name: hostile\n    url: {hostile}\n    protocol: legacy\n  \
-         - name: local\n    command: seawall\n    args: [demo-upstream, --stdio]\n",
+         - name: local\n    command: seawall\n    args: [demo-upstream, --stdio]\n  \
+         - name: per\n    command: seawall\n    args: [demo-upstream, --stdio]\n    share: per_session\n",
         remote.url
     ))
     .await;
@@ -107,13 +108,24 @@ async fn an_open_breaker_is_shown_with_its_failure_rate_and_counts() {
     }
     c.call_tool(8, "remote__echo", json!({"message": "fine"})).await;
     c.call_tool(9, "local__echo", json!({"message": "fine"})).await;
+    // The shared process dies mid-call and is restarted.
+    let crashed = c.call_tool(14, "local__crash", json!({})).await;
+    assert_eq!(crashed["isError"], true, "{crashed}");
     // The hostile tool's breaker opens too (4 failures of 4).
     let hostile_name = format!("hostile__{HOSTILE_TOOL}");
     for id in 10..14 {
         c.call_tool(id, &hostile_name, json!({})).await;
     }
 
-    let doc = Client::get_json(&format!("{}/status.json", gw.admin_url)).await;
+    let status_url = format!("{}/status.json", gw.admin_url);
+    let mut doc = Client::get_json(&status_url).await;
+    for _ in 0..200 {
+        if upstream(&doc, "local")["process"]["state"] == "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        doc = Client::get_json(&status_url).await;
+    }
     let listed = doc["breakers"]["listed"].as_array().unwrap();
     let flaky = listed.iter().find(|b| b["tool"] == "flaky").unwrap_or_else(|| panic!("no flaky breaker in {doc}"));
     assert_eq!((flaky["upstream"].as_str(), flaky["state"].as_str()), (Some("remote"), Some("open")));
@@ -142,13 +154,15 @@ async fn an_open_breaker_is_shown_with_its_failure_rate_and_counts() {
     assert_eq!((sum(&h["recent"]["requests"]), sum(&h["recent"]["errors"])), (5, 4));
     assert_eq!(h["era"]["protocol"], "legacy");
     let l = upstream(&doc, "local");
-    assert_eq!((sum(&l["recent"]["requests"]), sum(&l["recent"]["errors"])), (2, 0));
-    assert_eq!(
-        (l["kind"].as_str(), l["share"].as_str(), l["process"]["state"].as_str()),
-        (Some("stdio"), Some("shared"), Some("running"))
-    );
+    assert_eq!((sum(&l["recent"]["requests"]), sum(&l["recent"]["errors"])), (3, 1), "the crash is an error");
+    assert_eq!((l["kind"].as_str(), l["share"].as_str()), (Some("stdio"), Some("shared")));
+    assert_eq!((l["process"]["state"].as_str(), l["process"]["restarts"].as_u64()), (Some("running"), Some(1)));
     assert_eq!((l["state"].as_str(), doc["gateway"]["state"].as_str()), (Some("ok"), Some("degraded")));
-    assert_eq!((sum(&doc["recent"]["requests"]), sum(&doc["recent"]["errors"])), (15, 8));
+    let p = upstream(&doc, "per");
+    assert_eq!((p["share"].as_str(), p["process"]["running"].as_u64()), (Some("per_session"), Some(1)));
+    assert_eq!(p["process"]["available"], 63, "max_processes 64, one held by the session");
+    assert_eq!((sum(&p["recent"]["requests"]), sum(&p["recent"]["errors"])), (1, 0));
+    assert_eq!((sum(&doc["recent"]["requests"]), sum(&doc["recent"]["errors"])), (17, 9));
     assert_eq!(doc["gateway"]["sessions"]["total"], 1);
     assert_eq!(doc["gateway"]["sessions"]["by_era"]["2025-11-25"], 1);
     assert_eq!(doc["gateway"]["version"], env!("CARGO_PKG_VERSION"));
@@ -196,7 +210,7 @@ async fn an_open_breaker_is_shown_with_its_failure_rate_and_counts() {
     assert!(rows[0].contains("data-upstream=\"remote\""), "{}", rows[0]);
     assert!(dom.contains(">50 %<"), "its failure rate is shown");
     assert!(dom.contains("data-updates=\""), "the page rendered a status");
-    assert_eq!(tags_with(&dom, "tr", &["class=\"upstream\""]).len(), 3);
+    assert_eq!(tags_with(&dom, "tr", &["class=\"upstream\""]).len(), 4);
     assert!(!dom.contains("<img"), "a tool name became markup:\n{dom}");
     assert!(dom.contains("&lt;img src=x onerror=\"document.title='pwned'\"&gt;"), "the hostile name shown as text");
     assert!(!dom.contains("pwned</title>"));

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::resilience::breaker::transition::Reason;
 use crate::resilience::breaker::{BreakerKey, Breakers, Snapshot, State, Totals};
-use crate::session::Session;
+use crate::session::{Session, Slot};
 use crate::telemetry::recent::{self, Recent};
+use crate::upstream::http::EraStatus;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 
 /// The query of `/status.json`, as sent.
@@ -154,6 +155,12 @@ struct Era {
     /// The protocol version of a shared stdio process, once it answered `initialize`.
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<String>,
+}
+
+impl From<EraStatus> for Era {
+    fn from(e: EraStatus) -> Era {
+        Era { protocol: e.protocol, detected: e.detected, speaking: e.speaking, version: None }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -396,7 +403,8 @@ pub(crate) fn document(src: &Sources<'_>, query: &Query, now: Instant) -> Result
 fn sessions(all: &[Arc<Session>]) -> Sessions {
     let mut by_era = BTreeMap::new();
     for s in all {
-        let era = if s.is_stateless() { crate::mcp::modern::MODERN_VERSIONS[0] } else { s.version.as_str() };
+        let modern = crate::mcp::modern::MODERN_VERSIONS.first().copied();
+        let era = if s.is_stateless() { modern.unwrap_or(s.version.as_str()) } else { s.version.as_str() };
         *by_era.entry(era.to_owned()).or_insert(0) += 1;
     }
     Sessions { total: all.len(), by_era }
@@ -423,21 +431,12 @@ fn upstream(
                         ejections: e.ejections,
                         consecutive_failures: e.consecutive_failures,
                         in_flight: e.in_flight,
-                        era: Era {
-                            protocol: era.protocol,
-                            detected: era.detected,
-                            speaking: era.speaking,
-                            version: None,
-                        },
+                        era: era.into(),
                     }
                 })
                 .collect();
-            let era = match endpoints.first() {
-                Some(e) => {
-                    Era { protocol: e.era.protocol, detected: e.era.detected, speaking: e.era.speaking, version: None }
-                }
-                None => session_era(None),
-            };
+            // Replicas of one server: the first one's era stands for the upstream's.
+            let era = pool.first().map_or_else(|| session_era(None), |up| up.era().into());
             ("http", None, era, endpoints, None)
         }
         Connector::Sse(_) => ("sse", None, session_era(Some("legacy")), Vec::new(), None),
@@ -456,7 +455,7 @@ fn upstream(
             ("stdio", Some("shared"), era, Vec::new(), Some(process))
         }
         Connector::PerSessionStdio(_, processes) => {
-            let running = sessions.iter().filter(|s| s.links().iter().any(|(name, _)| *name == handle.name)).count();
+            let running = sessions.iter().filter(|s| matches!(s.slot(&handle.name), Some(Slot::Up(_)))).count();
             let process = Process {
                 state: "per_session",
                 reason: None,

@@ -35,7 +35,7 @@ const MAX_SERIES: usize = 1024;
 /// Outcomes of `seawall_requests_total` that count as errors: the upstream failed or
 /// could not be reached, or seawall refused the call to protect it. Not errors: `ok`,
 /// `tool_error` (the tool ran and answered), `cancelled` (the client's doing) and
-/// `refused` (a request the client got wrong).
+/// `refused` (turned down before it was sent, mostly a request the client got wrong).
 const ERROR_OUTCOMES: &[&str] = &["error", "timeout", "upstream_error", "circuit_open", "shed", "rate_limited"];
 
 /// Whether requests that ended with `outcome` count as errors.
