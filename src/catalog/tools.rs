@@ -125,6 +125,16 @@ impl ToolCatalog {
     pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
         self.tools.read().get(name).cloned()
     }
+
+    /// How many tools are known.
+    pub fn len(&self) -> usize {
+        self.tools.read().len()
+    }
+
+    /// The names of the known tools, in no particular order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.read().keys().cloned().collect()
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub(crate) struct DemoConfig {
     pub error_rate: f64,
     /// Tools per `tools/list` page; 0 disables pagination.
     pub page_size: usize,
+    /// Further tools `extra_0001` … listed after the demo's own.
+    pub extra_tools: usize,
     /// HTTP: refuse the modern era.
     pub legacy_only: bool,
 }
@@ -46,6 +48,7 @@ impl Default for DemoConfig {
             retry_after_secs: 0,
             error_rate: 0.0,
             page_size: 0,
+            extra_tools: 0,
             legacy_only: false,
         }
     }

@@ -82,6 +82,11 @@ pub struct DemoArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub page_size: usize,
 
+    /// N more tools (at most 10000), `extra_0001` … (each answers its `message`, or
+    /// its own name), for gateways in front of many tools.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_extra_tools)]
+    pub extra_tools: usize,
+
     /// HTTP: speak only the legacy era (refuse 2026-07-28 requests as a server of
     /// 2025-11-25 would: 400, unsupported protocol version).
     #[arg(long)]
@@ -97,6 +102,11 @@ pub struct DemoArgs {
 fn parse_fraction(text: &str) -> Result<f64, String> {
     let value: f64 = text.parse().map_err(|err| format!("{err}"))?;
     if (0.0..=1.0).contains(&value) { Ok(value) } else { Err(format!("{value} is not between 0 and 1")) }
+}
+
+fn parse_extra_tools(text: &str) -> Result<usize, String> {
+    let value: usize = text.parse().map_err(|err| format!("{err}"))?;
+    if value <= 10_000 { Ok(value) } else { Err(format!("{value} is more than 10000")) }
 }
 
 /// Run the demo server until stdin closes (`--stdio`) or forever (`--listen`).
@@ -115,6 +125,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         retry_after_secs: args.retry_after,
         error_rate: args.error_rate,
         page_size: args.page_size,
+        extra_tools: args.extra_tools,
         legacy_only: args.legacy_only,
     };
     let server = DemoServer::new(config, recorder);

@@ -205,7 +205,7 @@ impl DemoServer {
     async fn handle(&self, session: &Arc<Session>, id: &Value, method: &str, params: Value, out: Outbound) -> Handled {
         match method {
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(tools::list(self.config().page_size, &params)?),
+            "tools/list" => Ok(tools::list(self.config(), &params)?),
             "tools/call" => {
                 let progress_token = params
                     .get("_meta")

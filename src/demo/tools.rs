@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::handler::{CallContext, Failure, Handled};
+use super::handler::{CallContext, DemoConfig, Failure, Handled};
 use super::rpc::{self, RpcError, optional_bool, optional_str, optional_u64, params_object, required_str};
 use super::session::LogLevel;
 
@@ -39,8 +39,31 @@ fn schema(properties: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": properties, "required": required})
 }
 
-/// The definitions of all demo tools, in listing order.
-pub(crate) fn definitions() -> Vec<Value> {
+/// Prefix of the `--extra-tools` names.
+const EXTRA_PREFIX: &str = "extra_";
+
+/// The name of the `n`th extra tool (from 1).
+fn extra_name(n: usize) -> String {
+    format!("{EXTRA_PREFIX}{n:04}")
+}
+
+/// Whether `name` is one of the first `extra` extra tools.
+fn is_extra(name: &str, extra: usize) -> bool {
+    name.strip_prefix(EXTRA_PREFIX)
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| (1..=extra).contains(&n) && name == extra_name(n))
+}
+
+/// The definitions of all demo tools, in listing order: the demo's own, then `extra`
+/// more.
+pub(crate) fn definitions(extra: usize) -> Vec<Value> {
+    let mut tools = own_definitions();
+    // As small as a tool can be listed: thousands of them are the point.
+    tools.extend((1..=extra).map(|n| json!({"name": extra_name(n), "inputSchema": {"type": "object"}})));
+    tools
+}
+
+fn own_definitions() -> Vec<Value> {
     vec![
         json!({
             "name": "echo",
@@ -116,9 +139,10 @@ pub(crate) fn definitions() -> Vec<Value> {
 
 /// `tools/list`, paginated by `page_size` (0 = one page). The cursor is the
 /// decimal offset of the next tool; anything else is -32602.
-pub(crate) fn list(page_size: usize, params: &Value) -> Result<Value, RpcError> {
+pub(crate) fn list(config: &DemoConfig, params: &Value) -> Result<Value, RpcError> {
+    let page_size = config.page_size;
     let params = params_object(params)?;
-    let tools = definitions();
+    let tools = definitions(config.extra_tools);
     let start = match optional_str(&params, "cursor")? {
         None => 0,
         Some(cursor) => cursor
@@ -185,6 +209,9 @@ async fn run_tool(ctx: &CallContext, name: &str, args: &Map<String, Value>) -> H
         "sample" => Ok(sample(ctx, args).await?),
         "roots" => Ok(roots(ctx).await),
         "log" => Ok(log(ctx, args)?),
+        extra if is_extra(extra, ctx.state.config().extra_tools) => {
+            Ok(text_result(optional_str(args, "message")?.unwrap_or(extra)))
+        }
         _ => Err(RpcError::invalid_params(format!("Unknown tool: {name}")).into()),
     }
 }

@@ -244,13 +244,15 @@ pub(crate) mod observed {
     }
 }
 
-/// One answered request to one upstream.
+/// One answered request to one upstream (also counted in the status page's recent
+/// series).
 pub(crate) fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
     let method = method_label(method);
     counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
         .increment(1);
     histogram!(REQUEST_DURATION, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned())
         .record(elapsed.as_secs_f64());
+    super::recent::global().record(upstream, outcome);
 }
 
 /// Times one forwarded request and counts it once: with the outcome it finished with,

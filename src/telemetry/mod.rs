@@ -1,8 +1,10 @@
 //! Logging and metrics. Logs go to stderr (stdout belongs to the stdio protocol and to
-//! the `listening on` lines); every metric is named in `metrics`.
+//! the `listening on` lines); every metric is named in `metrics`; `recent` keeps the
+//! last minutes of requests for the status page.
 
 pub mod access;
 pub(crate) mod metrics;
+pub mod recent;
 
 use std::io::IsTerminal as _;
 

@@ -131,6 +131,38 @@ impl HttpPool {
         let now = Instant::now();
         (0..self.len()).map(|i| self.ejected(i, now)).collect()
     }
+
+    /// Each endpoint's health, in configuration order (for status pages).
+    pub(crate) fn endpoints(&self) -> Vec<EndpointStatus<'_>> {
+        let now = Instant::now();
+        self.endpoints
+            .iter()
+            .map(|e| {
+                let h = e.health.lock();
+                EndpointStatus {
+                    upstream: &e.upstream,
+                    in_flight: e.in_flight.load(Ordering::Relaxed),
+                    consecutive_failures: h.consecutive_failures,
+                    ejections: h.ejections,
+                    ejected_for: h.ejected_until.filter(|t| *t > now).map(|t| t - now),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One endpoint of a pool as a status page shows it.
+pub(crate) struct EndpointStatus<'a> {
+    /// How it is reached (its URL, its era).
+    pub upstream: &'a HttpUpstream,
+    /// Requests in flight to it now.
+    pub in_flight: usize,
+    /// Failed attempts in a row since its last success or ejection.
+    pub consecutive_failures: u32,
+    /// Times it was ejected.
+    pub ejections: u32,
+    /// While ejected: the time left.
+    pub ejected_for: Option<Duration>,
 }
 
 /// One client session's view of a pooled upstream.

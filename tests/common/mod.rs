@@ -12,6 +12,7 @@
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
 //! * [`Prometheus`]: a real Prometheus scraping a target, with its rules and HTTP API.
+//! * [`Chromium`]: headless Chromium, for the status page's DOM and screenshots.
 //! * [`TestDir`]: a temporary directory removed on drop.
 //!
 //! Every wait has a timeout. Every spawned process is SIGTERMed, then SIGKILLed, when
@@ -20,6 +21,7 @@
 //! (`SEAWALL_TEST_ECHO=1` prints server output live instead, to stderr).
 #![allow(dead_code)]
 
+mod chromium;
 mod conformance;
 mod interop;
 mod process;
@@ -32,7 +34,8 @@ mod upstreams;
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
 pub use self::{
-    conformance::*, interop::*, process::*, prometheus::*, redis_server::*, seawall::*, stdio::*, upstreams::*,
+    chromium::*, conformance::*, interop::*, process::*, prometheus::*, redis_server::*, seawall::*, stdio::*,
+    upstreams::*,
 };
 
 use std::path::{Path, PathBuf};

@@ -123,6 +123,25 @@ async fn tools_list_paginates_with_opaque_cursor() {
 }
 
 #[tokio::test]
+async fn extra_tools_are_listed_after_the_demo_tools_and_answer() {
+    let server = DemoServer::new(DemoConfig { extra_tools: 120, ..DemoConfig::default() }, None);
+    let session = stdio_session();
+    let reply = ask(&server, &session, request(json!(1), "tools/list", json!({}))).await;
+    let names: Vec<&str> =
+        reply["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 130);
+    assert_eq!((names[10], names[129]), ("extra_0001", "extra_0120"));
+    let named = ask(&server, &session, tool_call(2, "extra_0007", json!({}))).await;
+    assert_eq!(named["result"]["content"][0]["text"], "extra_0007");
+    let echoed = ask(&server, &session, tool_call(3, "extra_0120", json!({"message": "hi"}))).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "hi");
+    for unknown in ["extra_0121", "extra_7", "extra_0000", "extra_"] {
+        let reply = ask(&server, &session, tool_call(4, unknown, json!({}))).await;
+        assert_eq!(reply["error"]["code"], -32602, "{unknown}");
+    }
+}
+
+#[tokio::test]
 async fn add_returns_structured_content() {
     let server = server();
     let session = stdio_session();

@@ -33,7 +33,9 @@ use tower::Service;
 
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
+pub use state::Snapshot;
 pub use transition::{BreakerKey, State};
+pub use window::Totals;
 
 use admission::Admission;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::state::Breaker;
+use super::state::{Breaker, Snapshot};
 use super::transition::{BreakerKey, Listener, State};
 use crate::config::BreakerConfig;
 
@@ -113,6 +113,28 @@ impl Breakers {
         let mut states: Vec<_> = breakers.iter().map(|b| (b.key().clone(), b.state())).collect();
         states.sort_by(|a, b| a.0.cmp(&b.0));
         states
+    }
+
+    /// Reads every breaker (or only `upstream`'s): calls `f` with each one's key and
+    /// [`Snapshot`], upstreams' own breakers before their tools', in no particular order
+    /// otherwise. Nothing is copied but the breakers' handles, so a status page can
+    /// count a hundred thousand breakers and keep only the few it lists.
+    pub fn for_each_snapshot(&self, upstream: Option<&str>, mut f: impl FnMut(&BreakerKey, &Snapshot)) {
+        let breakers: Vec<Arc<Breaker>> = {
+            let all = self.read();
+            let entries: Vec<&UpstreamBreakers> = match upstream {
+                Some(name) => all.get(name).into_iter().collect(),
+                None => all.values().collect(),
+            };
+            entries
+                .into_iter()
+                .flat_map(|e| std::iter::once(Arc::clone(&e.own)).chain(e.tools.values().cloned()))
+                .collect()
+        };
+        // As in `states`: read outside the registry lock, since reading may report a transition.
+        for breaker in &breakers {
+            f(breaker.key(), &breaker.snapshot());
+        }
     }
 
     /// Whether a call to `tool` of `upstream` (or, with `tool: None`, any call to it)

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::classify::{Outcome, Verdict};
 use super::transition::{BreakerKey, Listener, Reason, State, Transition};
-use super::window::Window;
+use super::window::{Totals, Window};
 use crate::config::BreakerConfig;
 
 /// A circuit breaker for one upstream or one tool.
@@ -63,6 +63,18 @@ impl Breaker {
         self.state() == State::Open
     }
 
+    /// The state and the counts behind it, as a status page shows them.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = Instant::now();
+        let (snapshot, change) = {
+            let mut inner = self.inner.lock();
+            let change = inner.refresh(now);
+            (inner.snapshot(now), change)
+        };
+        self.report(change);
+        snapshot
+    }
+
     /// Admits a call, or says how long until the breaker may admit one.
     pub fn try_acquire(self: &Arc<Self>) -> Result<Permit, Duration> {
         let now = Instant::now();
@@ -98,6 +110,41 @@ impl Breaker {
             t.report(&self.key, self.listener.as_ref());
         }
     }
+}
+
+/// One breaker as a status page shows it, read at one instant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Snapshot {
+    /// The state.
+    pub state: State,
+    /// How long the breaker has been in it (since it was created, if it never moved).
+    pub in_state: Duration,
+    /// Why it entered it; `None` for a breaker that never changed state.
+    pub reason: Option<Reason>,
+    /// The calls in the sliding window now. Only a closed breaker counts calls; every
+    /// transition starts an empty window.
+    pub window: Totals,
+    /// Failures in a row now (closed only).
+    pub consecutive_failures: u32,
+    /// Opens since it last closed: the next break is `break · 2^opens`.
+    pub opens: u32,
+    /// While open: the time left until probes may go through.
+    pub retry_in: Option<Duration>,
+    /// The last time it opened from closed.
+    pub tripped: Option<Tripped>,
+}
+
+/// What opened a closed breaker: the window and the run of failures at that moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tripped {
+    /// The trigger (`consecutive_failures`, `failure_rate` or `slow_call_rate`).
+    pub reason: Reason,
+    /// The sliding window's counts, the call that opened it included.
+    pub window: Totals,
+    /// Failures in a row, that call included.
+    pub consecutive_failures: u32,
+    /// How long ago.
+    pub ago: Duration,
 }
 
 /// Leave to make one call. Record how it went with [`Permit::record`]; a permit dropped
@@ -160,11 +207,48 @@ struct Inner {
     opens: u32,
     /// Bumped on every transition; permits of an older epoch are not counted.
     epoch: u64,
+    /// When the current phase began, and why (none before the first transition).
+    entered: Instant,
+    reason: Option<Reason>,
+    /// The last trip from closed to open, for status pages.
+    tripped: Option<(Instant, Reason, Totals, u32)>,
 }
 
 impl Inner {
     fn new(cfg: BreakerConfig, now: Instant) -> Inner {
-        Inner { cfg, phase: Phase::Closed, window: Window::new(cfg.window, now), consecutive: 0, opens: 0, epoch: 0 }
+        Inner {
+            cfg,
+            phase: Phase::Closed,
+            window: Window::new(cfg.window, now),
+            consecutive: 0,
+            opens: 0,
+            epoch: 0,
+            entered: now,
+            reason: None,
+            tripped: None,
+        }
+    }
+
+    fn snapshot(&self, now: Instant) -> Snapshot {
+        let retry_in = match self.phase {
+            Phase::Open { until } => Some(until.saturating_duration_since(now)),
+            Phase::Closed | Phase::HalfOpen { .. } => None,
+        };
+        Snapshot {
+            state: self.state(),
+            in_state: now.saturating_duration_since(self.entered),
+            reason: self.reason,
+            window: self.window.totals(now),
+            consecutive_failures: self.consecutive,
+            opens: self.opens,
+            retry_in,
+            tripped: self.tripped.map(|(at, reason, window, consecutive_failures)| Tripped {
+                reason,
+                window,
+                consecutive_failures,
+                ago: now.saturating_duration_since(at),
+            }),
+        }
     }
 
     fn state(&self) -> State {
@@ -179,7 +263,7 @@ impl Inner {
     fn refresh(&mut self, now: Instant) -> Option<Transition> {
         match self.phase {
             Phase::Open { until } if now >= until => {
-                let from = self.enter(Phase::HalfOpen { probes: 0 });
+                let from = self.enter(now, Phase::HalfOpen { probes: 0 }, Reason::BreakElapsed);
                 Some(Transition { from, to: State::HalfOpen, reason: Reason::BreakElapsed, break_for: None })
             }
             _ => None,
@@ -254,29 +338,34 @@ impl Inner {
             Outcome::Failure if timed_out => Some(self.open(now, Reason::ProbeTimedOut)),
             Outcome::Failure => Some(self.open(now, Reason::ProbeFailed)),
             Outcome::Success if took > self.cfg.probe_timeout => Some(self.open(now, Reason::ProbeTimedOut)),
-            Outcome::Success => Some(self.close()),
+            Outcome::Success => Some(self.close(now)),
         }
     }
 
     fn open(&mut self, now: Instant, reason: Reason) -> Transition {
+        if matches!(self.phase, Phase::Closed) {
+            self.tripped = Some((now, reason, self.window.totals(now), self.consecutive));
+        }
         self.opens = self.opens.saturating_add(1);
         let break_for = break_length(&self.cfg, self.opens);
         // Overflow needs a break of centuries; fall back to a day rather than panic.
         let until = now.checked_add(break_for).unwrap_or_else(|| now + Duration::from_secs(86_400));
-        let from = self.enter(Phase::Open { until });
+        let from = self.enter(now, Phase::Open { until }, reason);
         Transition { from, to: State::Open, reason, break_for: Some(break_for) }
     }
 
-    fn close(&mut self) -> Transition {
+    fn close(&mut self, now: Instant) -> Transition {
         self.opens = 0;
-        let from = self.enter(Phase::Closed);
+        let from = self.enter(now, Phase::Closed, Reason::ProbeSucceeded);
         Transition { from, to: State::Closed, reason: Reason::ProbeSucceeded, break_for: None }
     }
 
     /// Moves to `phase` with fresh counts; returns the state left.
-    fn enter(&mut self, phase: Phase) -> State {
+    fn enter(&mut self, now: Instant, phase: Phase, reason: Reason) -> State {
         let from = self.state();
         self.phase = phase;
+        self.entered = now;
+        self.reason = Some(reason);
         self.epoch = self.epoch.wrapping_add(1);
         self.window.clear();
         self.consecutive = 0;

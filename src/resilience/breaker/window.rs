@@ -20,7 +20,7 @@ struct Bucket {
 
 /// Counts over the whole window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Totals {
+pub struct Totals {
     /// Calls counted.
     pub calls: u32,
     /// Of which failures.

@@ -45,6 +45,30 @@ pub(crate) struct HttpUpstream {
     /// With `protocol: auto`, the same URL as an HTTP+SSE (2024-11-05) server, tried when
     /// both Streamable HTTP eras are refused.
     sse_fallback: Option<Arc<SseUpstream>>,
+    /// The era of the last handshake that succeeded (`SPOKE_*`), for status pages.
+    spoke: AtomicU8,
+}
+
+/// No handshake has succeeded yet.
+const SPOKE_NONE: u8 = 0;
+/// The last handshake was `initialize` (the session era).
+const SPOKE_LEGACY: u8 = 1;
+/// The last handshake was `server/discover` (the modern era).
+const SPOKE_MODERN: u8 = 2;
+/// The last handshake was HTTP+SSE's, at the same URL (`auto` fell back to it).
+const SPOKE_SSE: u8 = 3;
+
+/// An HTTP upstream's protocol era as a status page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EraStatus {
+    /// The configured `protocol`: `auto`, `modern` or `legacy`.
+    pub protocol: &'static str,
+    /// With `auto`, what handshakes found: `unknown` (nothing refused yet, so both are
+    /// tried), `legacy_only`, `modern_only` or `sse_only`; `None` for a pinned era.
+    pub detected: Option<&'static str>,
+    /// The era of the last handshake that succeeded: `legacy`, `modern` or `sse`; `None`
+    /// before one.
+    pub speaking: Option<&'static str>,
 }
 
 impl HttpUpstream {
@@ -76,6 +100,7 @@ impl HttpUpstream {
             protocol: UpstreamProtocol::Legacy,
             detected: AtomicU8::new(modern::UNKNOWN),
             sse_fallback: None,
+            spoke: AtomicU8::new(SPOKE_NONE),
         })
     }
 
@@ -92,6 +117,33 @@ impl HttpUpstream {
             self.sse_fallback = Some(Arc::new(sse));
         }
         self
+    }
+
+    /// The URL of its MCP endpoint.
+    pub(crate) fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    /// The configured era, what `auto` found, and what the last handshake spoke.
+    pub(crate) fn era(&self) -> EraStatus {
+        let protocol = match self.protocol {
+            UpstreamProtocol::Auto => "auto",
+            UpstreamProtocol::Modern => "modern",
+            UpstreamProtocol::Legacy => "legacy",
+        };
+        let detected = (self.protocol == UpstreamProtocol::Auto).then(|| match self.detected.load(Ordering::Relaxed) {
+            modern::LEGACY_ONLY => "legacy_only",
+            modern::MODERN_ONLY => "modern_only",
+            modern::SSE_ONLY => "sse_only",
+            _ => "unknown",
+        });
+        let speaking = match self.spoke.load(Ordering::Relaxed) {
+            SPOKE_LEGACY => Some("legacy"),
+            SPOKE_MODERN => Some("modern"),
+            SPOKE_SSE => Some("sse"),
+            _ => None,
+        };
+        EraStatus { protocol, detected, speaking }
     }
 
     /// Remembers what handshakes found (`protocol: auto`).
@@ -120,7 +172,10 @@ impl HttpUpstream {
     ) -> Result<Link, UpstreamError> {
         if let Some(sse) = self.sse_fallback.as_ref().filter(|_| self.detected() == modern::SSE_ONLY) {
             match SseLink::connect(Arc::clone(sse), init.clone()).await {
-                Ok(link) => return Ok(link),
+                Ok(link) => {
+                    self.spoke.store(SPOKE_SSE, Ordering::Relaxed);
+                    return Ok(link);
+                }
                 Err(e) if refuses_era(&e) => self.remember(modern::UNKNOWN),
                 Err(e) => return Err(e),
             }
@@ -136,6 +191,7 @@ impl HttpUpstream {
                 tracing::debug!(upstream = %self.name, error = %e, "both Streamable HTTP eras refused: trying HTTP+SSE");
                 let link = SseLink::connect(Arc::clone(sse), init.clone()).await?;
                 self.remember(modern::SSE_ONLY);
+                self.spoke.store(SPOKE_SSE, Ordering::Relaxed);
                 Ok(link)
             }
             (Err(e), _) => Err(e),
@@ -248,6 +304,7 @@ impl HttpLink {
             let attempt = if modern_era { self.discover().await } else { self.initialize().await };
             match attempt {
                 Ok(()) => {
+                    self.up.spoke.store(if modern_era { SPOKE_MODERN } else { SPOKE_LEGACY }, Ordering::Relaxed);
                     if refused {
                         self.up.remember(if modern_era { modern::MODERN_ONLY } else { modern::LEGACY_ONLY });
                     }

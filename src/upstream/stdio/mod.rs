@@ -13,7 +13,7 @@ mod process;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -96,6 +96,19 @@ pub struct StdioLink {
     permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// The initialize result of the last process that completed its handshake.
     last_init: Mutex<Option<Arc<InitResult>>>,
+    /// Times the process died and was restarted.
+    restarts: AtomicU64,
+}
+
+/// The child process as a status page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcessStatus {
+    /// `starting`, `running`, `down` (waiting to restart) or `stopped`.
+    pub state: &'static str,
+    /// Why it is down, in seawall's own words (the exit status, a spawn error).
+    pub reason: Option<String>,
+    /// Times it died and was restarted.
+    pub restarts: u64,
 }
 
 impl StdioLink {
@@ -116,6 +129,7 @@ impl StdioLink {
             closed_tx: watch::channel(false).0,
             permit: Mutex::new(None),
             last_init: Mutex::new(None),
+            restarts: AtomicU64::new(0),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -155,6 +169,17 @@ impl StdioLink {
             return Some(Arc::clone(&p.init));
         }
         self.last_init.lock().clone()
+    }
+
+    /// The process's state, and how often it was restarted.
+    pub(crate) fn status(&self) -> ProcessStatus {
+        let (state, reason) = match &*self.state.borrow() {
+            ProcState::Starting => ("starting", None),
+            ProcState::Ready(_) => ("running", None),
+            ProcState::Down(why) => ("down", Some(why.clone())),
+            ProcState::Closed => ("stopped", None),
+        };
+        ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed) }
     }
 
     /// Whether the process is running and initialised now.

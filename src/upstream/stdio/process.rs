@@ -90,6 +90,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
             crate::telemetry::metrics::upstream_restart(&up.name);
             let healthy = started.elapsed() >= HEALTHY_AFTER;
             link.restarting.store(healthy, Ordering::Relaxed);
+            link.restarts.fetch_add(1, Ordering::Relaxed);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
             fail_pending(&proc);
             *quick_restarts = if healthy { 1 } else { quick_restarts.saturating_add(1) };

@@ -159,3 +159,56 @@ async fn every_transition_is_reported() {
     let expected = [State::Open, State::HalfOpen, State::Closed].map(|s| ("u/t".to_owned(), s));
     assert_eq!(seen, expected);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_keeps_the_counts_that_opened_the_breaker() {
+    use crate::resilience::breaker::transition::Reason;
+    use crate::resilience::breaker::{Breakers, Totals};
+
+    let b = breaker(BreakerConfig { consecutive_failures: 0, ..cfg() });
+    let fresh = b.snapshot();
+    assert_eq!((fresh.state, fresh.reason, fresh.tripped), (State::Closed, None, None));
+    record(&b, &[SUCCESS, FAILURE, SUCCESS]);
+    advance(Duration::from_secs(2)).await;
+    let closed = b.snapshot();
+    assert_eq!(closed.window, Totals { calls: 3, failures: 1, slow: 0 });
+    assert_eq!((closed.consecutive_failures, closed.in_state), (0, Duration::from_secs(2)));
+
+    record(&b, &[FAILURE]);
+    advance(Duration::from_millis(300)).await;
+    let open = b.snapshot();
+    assert_eq!((open.state, open.reason, open.opens), (State::Open, Some(Reason::FailureRate), 1));
+    assert_eq!(open.window, Totals::default(), "an open breaker counts nothing");
+    assert_eq!(open.in_state, Duration::from_millis(300));
+    let tripped = open.tripped.unwrap();
+    assert_eq!(tripped.reason, Reason::FailureRate);
+    assert_eq!(tripped.window, Totals { calls: 4, failures: 2, slow: 0 }, "the opening call included");
+    assert_eq!((tripped.consecutive_failures, tripped.ago), (1, Duration::from_millis(300)));
+    let retry_in = open.retry_in.unwrap();
+    assert_jittered(retry_in + Duration::from_millis(300), Duration::from_secs(1));
+
+    // Half-open after the break; a failed probe reopens it without a new trip from closed.
+    advance(retry_in).await;
+    let half = b.snapshot();
+    assert_eq!((half.state, half.reason, half.retry_in), (State::HalfOpen, Some(Reason::BreakElapsed), None));
+    record(&b, &[FAILURE]);
+    let reopened = b.snapshot();
+    assert_eq!((reopened.state, reopened.reason, reopened.opens), (State::Open, Some(Reason::ProbeFailed), 2));
+    assert_eq!(reopened.tripped.map(|t| t.window), Some(tripped.window));
+
+    // The registry reads every breaker, or one upstream's.
+    let all = Breakers::new();
+    let u: Arc<str> = Arc::from("u");
+    let v: Arc<str> = Arc::from("v");
+    all.upstream(&u, &cfg());
+    all.tool(&u, &Arc::from("t"), &cfg());
+    all.upstream(&v, &cfg());
+    let mut seen = Vec::new();
+    all.for_each_snapshot(None, |key, s| seen.push((key.to_string(), s.state)));
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(seen, [("u".into(), State::Closed), ("u/t".into(), State::Closed), ("v".into(), State::Closed)]);
+    let mut only_u = 0;
+    all.for_each_snapshot(Some("u"), |key, _| only_u += usize::from(&*key.upstream == "u"));
+    assert_eq!(only_u, 2);
+    all.for_each_snapshot(Some("nobody"), |_, _| panic!("no breakers"));
+}
