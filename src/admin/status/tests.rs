@@ -28,7 +28,15 @@ fn gateway(upstreams: usize) -> (Upstreams, Arc<Breakers>) {
 }
 
 fn cfg() -> BreakerConfig {
-    BreakerConfig { consecutive_failures: 2, min_calls: 1000, ..BreakerConfig::default() }
+    // Breaks far longer than the test, so a loaded machine cannot see one end.
+    let hour = std::time::Duration::from_secs(3600);
+    BreakerConfig {
+        consecutive_failures: 2,
+        min_calls: 1000,
+        break_duration: hour,
+        max_break: hour,
+        ..BreakerConfig::default()
+    }
 }
 
 fn fail(breaker: &Arc<crate::resilience::breaker::state::Breaker>, times: usize) {
@@ -184,7 +192,8 @@ async fn a_half_open_breaker_degrades_its_upstream_and_the_catalog_lists_tools()
     let name: Arc<str> = Arc::from("upstream-00");
     let own = breakers.upstream(&name, &cfg());
     fail(&own, 2);
-    tokio::time::advance(Duration::from_secs(120)).await;
+    // Past the hour-long break (paused time).
+    tokio::time::advance(Duration::from_secs(3700)).await;
     let handle = upstreams.get("upstream-00").unwrap();
     handle
         .policy
