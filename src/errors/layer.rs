@@ -1,5 +1,5 @@
-//! The outermost layer of the client stack: every failure from any layer below becomes
-//! one sanitised answer here, with the HTTP hint its transport needs.
+//! The client stack's layer of answers: every failure from any layer below becomes one
+//! sanitised answer here, with the HTTP hint its transport needs.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -61,8 +61,12 @@ where
         let fut = self.inner.call(req);
         Box::pin(async move {
             Ok(match fut.await {
-                Ok(reply) => Answered { reply, http: None },
-                Err(e) => Answered { http: HttpHint::of(&e), reply: rewriter.failure(&e, tool.as_deref()) },
+                Ok(reply) => Answered { reply, http: None, outcome: None },
+                Err(e) => Answered {
+                    http: HttpHint::of(&e),
+                    outcome: Some(e.class().outcome),
+                    reply: rewriter.failure(&e, tool.as_deref()),
+                },
             })
         })
     }

@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::{Gateway, ModernCaller};
 use crate::call::GatewayError;
@@ -32,6 +33,8 @@ use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
 use crate::session::table::Holder;
 use crate::session::{Scope, Session, Slot};
+use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
+use crate::telemetry::trace::spans;
 
 /// The modern contexts, by what their clients share.
 #[derive(Default)]
@@ -135,6 +138,8 @@ pub(crate) struct ModernRequest {
     pub(crate) param_headers: Vec<(String, String)>,
     /// The client's address, when the transport knows it.
     pub(crate) peer: Option<std::net::IpAddr>,
+    /// The trace context of its HTTP request's headers.
+    pub(crate) trace: Option<TraceContext>,
 }
 
 /// The answer to one modern request.
@@ -351,11 +356,25 @@ impl Gateway {
         out: Option<mpsc::Sender<String>>,
         abandoned: CancellationToken,
     ) -> ModernAnswer {
-        let ModernRequest { scope, principal, envelope, req, param_headers, peer } = request;
+        let ModernRequest { scope, principal, envelope, req, param_headers, peer, trace } = request;
         let id = req.id.clone();
         let log_level = requested_log_level(req.params.as_deref());
         if modern::is_removed(&req.method) {
             return ModernAnswer::error(Some(&id), code::METHOD_NOT_FOUND, "Method not found", None);
+        }
+        if req.method == modern::DISCOVER {
+            let meta = meta::read(req.params.as_deref());
+            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            let span = spans::discover(&id, &RequestTrace { meta, header: trace, span: None });
+            let found = self.context(scope, principal, &envelope, peer).instrument(span.clone()).await;
+            spans::record_discovered(&span, found.as_ref().map(|(session, _)| session.key));
+            return match found {
+                Ok((session, _)) => {
+                    session.touch();
+                    ModernAnswer::of(&id, &Ok(discover(&session)), None)
+                }
+                Err(error) => ModernAnswer::of(&id, &self.rewriter().failure(&error, None), HttpHint::of(&error)),
+            };
         }
         let (session, context) = match self.context(scope, principal, &envelope, peer).await {
             Ok(found) => found,
@@ -365,9 +384,6 @@ impl Gateway {
             }
         };
         session.touch();
-        if req.method == modern::DISCOVER {
-            return ModernAnswer::of(&id, &Ok(discover(&session)), None);
-        }
         // A `requestState` of seawall's own resumes a parked call; any other (a modern
         // upstream's own) travels to the upstream with the retry, untouched.
         let retry = jsonrpc::view::<Retry>(req.params.as_deref()).unwrap_or_default();
@@ -387,7 +403,7 @@ impl Gateway {
             },
             None => {
                 let caller = ModernCaller { param_headers: Arc::from(param_headers), peer };
-                self.start(&session, context, req, caller)
+                self.start(&session, context, req, caller, trace)
             }
         };
         self.drive(call, &id, Relay { out, log_level }, abandoned).await
@@ -495,7 +511,14 @@ impl Gateway {
     }
 
     /// Starts a request in its own task, under an id of seawall's own.
-    fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request, caller: ModernCaller) -> Call {
+    fn start(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        context: String,
+        req: Request,
+        caller: ModernCaller,
+        trace: Option<TraceContext>,
+    ) -> Call {
         let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
         let method = req.method.clone();
         let params = modern::strip_envelope(req.params);
@@ -505,7 +528,8 @@ impl Gateway {
         let gateway = Arc::clone(self);
         let task_session = Arc::clone(session);
         tokio::spawn(async move {
-            let answered = gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller)).await;
+            let answered =
+                gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller), trace).await;
             let _ = answer_tx.send(answered);
         });
         Call { session: Arc::clone(session), context, internal, method, events, answer }

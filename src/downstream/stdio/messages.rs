@@ -116,7 +116,7 @@ impl Conn {
     /// lines wait for it, as a client waits for the answer before it sends more.
     async fn initialize(&mut self, req: Request) {
         let client = &self.client;
-        let opened = self.gateway.initialize(client.scope.clone(), &req, None, client.principal.clone()).await;
+        let opened = self.gateway.initialize(client.scope.clone(), &req, None, client.principal.clone(), None).await;
         match opened {
             Ok((session, result)) => {
                 self.out.send(jsonrpc::encode_response(Some(&req.id), Ok(&result))).await;
@@ -152,7 +152,7 @@ impl Conn {
         let gateway = Arc::clone(&self.gateway);
         let out = self.out.clone();
         self.tasks.spawn(async move {
-            let answer = gateway.handle_request(&session, req, Some(out.sender())).await;
+            let answer = gateway.handle_request(&session, req, Some(out.sender()), None).await;
             if tracked.as_ref().is_some_and(Tracked::cancelled) {
                 tracing::debug!(session = session.key, "withheld the answer to a request the client cancelled");
                 return;
@@ -194,7 +194,7 @@ impl Conn {
         let gateway = Arc::clone(&self.gateway);
         let out = self.out.clone();
         self.tasks.spawn(async move {
-            let runs = requests.into_iter().map(|req| gateway.handle_request(&session, req, Some(out.sender())));
+            let runs = requests.into_iter().map(|req| gateway.handle_request(&session, req, Some(out.sender()), None));
             answers.extend(futures::future::join_all(runs).await.into_iter().map(|a| a.body));
             out.send(format!("[{}]", answers.join(","))).await;
         });

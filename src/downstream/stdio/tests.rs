@@ -21,7 +21,7 @@ use crate::session::SessionTable;
 use crate::upstream::registry::Upstreams;
 
 fn ok(value: Value) -> Answered {
-    Answered { reply: Ok(jsonrpc::to_raw(&value)), http: None }
+    Answered { reply: Ok(jsonrpc::to_raw(&value)), http: None, outcome: None }
 }
 
 async fn mock(req: ClientRequest) -> Result<Answered, std::convert::Infallible> {
@@ -36,6 +36,7 @@ async fn mock(req: ClientRequest) -> Result<Answered, std::convert::Infallible> 
                 () = cancel.cancelled() => Answered {
                     reply: Err(jsonrpc::error_object(-32800, "Request cancelled", None)),
                     http: None,
+                    outcome: Some("cancelled"),
                 },
                 () = tokio::time::sleep(Duration::from_millis(ms)) => ok(json!({"slept": ms})),
             };
