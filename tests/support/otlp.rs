@@ -59,10 +59,14 @@ pub enum Behaviour {
     Refuse,
     /// Never answer (the exporter's timeout ends each export).
     Stall,
+    /// Accept every export, counting its spans without keeping them (for load).
+    Count,
 }
 
 struct State {
     spans: Mutex<Vec<Received>>,
+    /// Spans received in all (kept or only counted).
+    counted: AtomicUsize,
     exports: AtomicUsize,
     /// The headers (gRPC metadata) of the last export request.
     headers: Mutex<HeaderMap>,
@@ -98,6 +102,7 @@ impl Collector {
     pub async fn start(grpc: bool, behaviour: Behaviour) -> Collector {
         let state = Arc::new(State {
             spans: Mutex::new(Vec::new()),
+            counted: AtomicUsize::new(0),
             exports: AtomicUsize::new(0),
             headers: Mutex::new(HeaderMap::new()),
             behaviour,
@@ -137,6 +142,11 @@ impl Collector {
         headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 
+    /// How many spans arrived in accepted exports.
+    pub fn counted(&self) -> usize {
+        self.state.counted.load(Ordering::SeqCst)
+    }
+
     /// How many export requests arrived (accepted or not).
     pub fn exports(&self) -> usize {
         self.state.exports.load(Ordering::SeqCst)
@@ -167,6 +177,11 @@ fn arrived(state: &State, headers: HeaderMap) {
 /// Keeps the spans of one export request; `false` when the body is not one.
 fn keep(state: &State, body: &[u8]) -> bool {
     let Ok(request) = ExportTraceServiceRequest::decode(body) else { return false };
+    let n: usize = request.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+    state.counted.fetch_add(n, Ordering::SeqCst);
+    if state.behaviour == Behaviour::Count {
+        return true;
+    }
     let mut kept = Vec::new();
     for resource_spans in request.resource_spans {
         let resource = resource_spans.resource.map(|r| attributes(&r.attributes)).unwrap_or_default();
@@ -197,12 +212,12 @@ async fn http_export(state: Arc<State>, headers: HeaderMap, body: Bytes) -> Resp
     match state.behaviour {
         Behaviour::Stall => std::future::pending().await,
         Behaviour::Refuse => StatusCode::SERVICE_UNAVAILABLE.into_response(),
-        Behaviour::Accept if keep(&state, &body) => {
+        Behaviour::Accept | Behaviour::Count if keep(&state, &body) => {
             let mut response = Response::new(Body::from(ExportTraceServiceResponse::default().encode_to_vec()));
             response.headers_mut().insert("content-type", HeaderValue::from_static("application/x-protobuf"));
             response
         }
-        Behaviour::Accept => StatusCode::BAD_REQUEST.into_response(),
+        Behaviour::Accept | Behaviour::Count => StatusCode::BAD_REQUEST.into_response(),
     }
 }
 
@@ -213,7 +228,7 @@ async fn grpc_export(state: Arc<State>, headers: HeaderMap, body: Bytes) -> Resp
     let (status, message) = match state.behaviour {
         Behaviour::Stall => std::future::pending().await,
         Behaviour::Refuse => ("14", Vec::new()),
-        Behaviour::Accept => {
+        Behaviour::Accept | Behaviour::Count => {
             let message = body.get(5..).filter(|_| body.first() == Some(&0)).unwrap_or_default();
             if keep(&state, message) {
                 ("0", ExportTraceServiceResponse::default().encode_to_vec())
