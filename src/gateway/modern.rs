@@ -366,7 +366,7 @@ impl Gateway {
             let meta = meta::read(req.params.as_deref());
             let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
             let span = spans::discover(&id, &RequestTrace { meta, header: trace, span: None });
-            let found = self.context(scope, principal, &envelope, peer).instrument(span.clone()).await;
+            let found = self.context(scope, principal, &envelope, peer, None).instrument(span.clone()).await;
             spans::record_discovered(&span, found.as_ref().map(|(session, _)| session.key));
             return match found {
                 Ok((session, _)) => {
@@ -376,7 +376,13 @@ impl Gateway {
                 Err(error) => ModernAnswer::of(&id, &self.rewriter().failure(&error, None), HttpHint::of(&error)),
             };
         }
-        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
+        // A context this request opens is part of the client's trace.
+        let opening = crate::telemetry::trace::on().then(|| {
+            let meta = meta::read(req.params.as_deref());
+            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            RequestTrace { meta, header: trace.clone(), span: None }
+        });
+        let (session, context) = match self.context(scope, principal, &envelope, peer, opening.as_ref()).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -423,7 +429,7 @@ impl Gateway {
             let message = "Invalid params: subscriptions/listen needs params.notifications (an object)";
             return Err(ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None));
         };
-        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
+        let (session, context) = match self.context(scope, principal, &envelope, peer, None).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -588,6 +594,7 @@ impl Gateway {
         principal: Option<Arc<Principal>>,
         envelope: &Envelope,
         peer: Option<std::net::IpAddr>,
+        trace: Option<&RequestTrace>,
     ) -> Result<(Arc<Session>, String), GatewayError> {
         let key = format!(
             "{scope:?}\u{0}{}\u{0}{}\u{0}{}",
@@ -611,7 +618,10 @@ impl Gateway {
         let version = mcp_era::LATEST_LEGACY.to_owned();
         let session = self.new_session(scope.clone(), version, capabilities, info, principal);
         session.mark_stateless();
-        self.connect_upstreams(&session).await;
+        // With tracing on, opening it (its upstream sessions) is a span: under the
+        // client's trace, or under the current span (a `server/discover`'s).
+        let span = spans::context(trace, session.key);
+        self.connect_upstreams(&session).instrument(span).await;
         if let Scope::Single(name) = &scope
             && let Some(Slot::Down(reason)) = session.slot(name)
         {

@@ -2,11 +2,16 @@
 //!
 //! A finished span goes into a bounded queue with `try_send`; a span that finds the
 //! queue full is dropped and counted (`seawall_trace_spans_dropped_total{reason=
-//! "queue_full"}`). A thread of its own, with a small runtime, sends the queue to the
-//! collector in batches, one export at a time, each bounded by the export timeout; the
-//! spans of a batch that fails are counted as `export_failed`. The SDK's own batch
-//! processor counts its drops internally only, hence this one.
+//! "queue_full"}`). A thread of its own, with a small runtime, drains the queue every
+//! batch delay — or as soon as a batch's worth waits, when the request path tells it
+//! once — and sends it to the collector in batches, one export at a time, each bounded
+//! by the export timeout; the spans of a batch that fails are counted as
+//! `export_failed`. Queuing a span wakes nobody, so tracing adds no thread wake-up per
+//! span. (The SDK's own batch processor counts its drops internally only, hence this
+//! one.)
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
@@ -16,7 +21,6 @@ use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::time::Instant;
 
 use crate::telemetry::metrics;
 
@@ -33,12 +37,32 @@ pub(crate) struct Batching {
     pub(crate) timeout: Duration,
 }
 
-/// What the worker is asked besides exporting.
+/// What the worker is told.
 enum Control {
+    /// A batch's worth is queued: export it now.
+    Batch,
     /// Export everything queued now, then say so.
     Flush(std_mpsc::Sender<()>),
     /// Export everything queued, shut the exporter down, say so and stop.
     Shutdown(std_mpsc::Sender<()>),
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Control::Batch => "Batch",
+            Control::Flush(_) => "Flush",
+            Control::Shutdown(_) => "Shutdown",
+        })
+    }
+}
+
+/// How many spans wait, and whether the worker was told a batch's worth does; shared by
+/// the processor and its worker.
+#[derive(Debug, Default)]
+struct Backlog {
+    queued: AtomicUsize,
+    told: AtomicBool,
 }
 
 /// The span processor; spans go to its worker thread.
@@ -46,17 +70,11 @@ enum Control {
 pub(crate) struct ExportQueue {
     spans: mpsc::Sender<SpanData>,
     control: mpsc::UnboundedSender<Control>,
+    backlog: Arc<Backlog>,
+    /// Spans queued before the worker is told to export at once.
+    batch: usize,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
     flush_timeout: Duration,
-}
-
-impl std::fmt::Debug for Control {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Control::Flush(_) => "Flush",
-            Control::Shutdown(_) => "Shutdown",
-        })
-    }
 }
 
 impl ExportQueue {
@@ -68,9 +86,12 @@ impl ExportQueue {
         E: SpanExporter + 'static,
         B: FnOnce() -> anyhow::Result<E> + Send + 'static,
     {
-        let (spans, queued) = mpsc::channel(batching.queue_size.max(1));
+        let queue_size = batching.queue_size.max(1);
+        let (spans, queued) = mpsc::channel(queue_size);
         let (control, commands) = mpsc::unbounded_channel();
+        let backlog = Arc::new(Backlog::default());
         let (built_tx, built) = std_mpsc::channel::<anyhow::Result<()>>();
+        let shared = Arc::clone(&backlog);
         let worker = std::thread::Builder::new().name("seawall-trace-export".into()).spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime,
@@ -87,7 +108,8 @@ impl ExportQueue {
                 }
             };
             let _ = built_tx.send(Ok(()));
-            runtime.block_on(Worker { exporter, batching, failing: false }.run(queued, commands));
+            let worker = Worker { exporter, batching, backlog: shared, failing: false };
+            runtime.block_on(worker.run(queued, commands));
         })?;
         match built.recv() {
             Ok(Ok(())) => {}
@@ -97,6 +119,8 @@ impl ExportQueue {
         Ok(ExportQueue {
             spans,
             control,
+            backlog,
+            batch: batching.max_batch_size.clamp(1, queue_size),
             worker: Mutex::new(Some(worker)),
             flush_timeout: batching.timeout + Duration::from_secs(1),
         })
@@ -119,13 +143,19 @@ impl ExportQueue {
 impl SpanProcessor for ExportQueue {
     fn on_start(&self, _span: &mut Span, _cx: &Context) {}
 
-    /// Called on the request path as a span ends: never waits.
+    /// Called on the request path as a span ends: never waits, and wakes the worker
+    /// only once per batch's worth.
     fn on_end(&self, span: SpanData) {
         if !span.span_context.is_sampled() {
             return;
         }
         match self.spans.try_send(span) {
-            Ok(()) => {}
+            Ok(()) => {
+                let queued = self.backlog.queued.fetch_add(1, Ordering::Relaxed) + 1;
+                if queued >= self.batch && !self.backlog.told.swap(true, Ordering::AcqRel) {
+                    let _ = self.control.send(Control::Batch);
+                }
+            }
             Err(TrySendError::Full(_)) => metrics::trace_spans_dropped("queue_full", 1),
             // Shut down: nothing exports any more.
             Err(TrySendError::Closed(_)) => {}
@@ -152,60 +182,47 @@ impl SpanProcessor for ExportQueue {
 struct Worker<E> {
     exporter: E,
     batching: Batching,
+    backlog: Arc<Backlog>,
     failing: bool,
 }
 
 impl<E: SpanExporter> Worker<E> {
     async fn run(mut self, mut spans: mpsc::Receiver<SpanData>, mut commands: mpsc::UnboundedReceiver<Control>) {
-        let mut batch: Vec<SpanData> = Vec::with_capacity(self.batching.max_batch_size);
-        let mut due: Option<Instant> = None;
         loop {
-            tokio::select! {
+            let command = tokio::select! {
                 biased;
-                command = commands.recv() => {
-                    self.drain(&mut spans, &mut batch).await;
-                    due = None;
-                    match command {
-                        Some(Control::Flush(done)) => {
-                            let _ = done.send(());
-                        }
-                        Some(Control::Shutdown(done)) => {
-                            let _ = self.exporter.shutdown();
-                            let _ = done.send(());
-                            return;
-                        }
-                        None => return,
-                    }
+                command = commands.recv() => command,
+                () = tokio::time::sleep(self.batching.delay) => Some(Control::Batch),
+            };
+            self.drain(&mut spans).await;
+            match command {
+                Some(Control::Batch) => {}
+                Some(Control::Flush(done)) => {
+                    let _ = done.send(());
                 }
-                span = spans.recv() => {
-                    let Some(span) = span else {
-                        self.export(std::mem::take(&mut batch)).await;
-                        return;
-                    };
-                    batch.push(span);
-                    due.get_or_insert_with(|| Instant::now() + self.batching.delay);
-                    if batch.len() >= self.batching.max_batch_size {
-                        self.export(std::mem::take(&mut batch)).await;
-                        due = None;
-                    }
+                Some(Control::Shutdown(done)) => {
+                    let _ = self.exporter.shutdown();
+                    let _ = done.send(());
+                    return;
                 }
-                () = sleep_until(due) => {
-                    self.export(std::mem::take(&mut batch)).await;
-                    due = None;
-                }
+                None => return,
             }
         }
     }
 
-    /// Exports the batch and everything queued behind it.
-    async fn drain(&mut self, spans: &mut mpsc::Receiver<SpanData>, batch: &mut Vec<SpanData>) {
+    /// Exports everything queued, in batches.
+    async fn drain(&mut self, spans: &mut mpsc::Receiver<SpanData>) {
+        // Told again from here on: what arrives while this drain runs is its own batch.
+        self.backlog.told.store(false, Ordering::Release);
+        let mut batch = Vec::new();
         while let Ok(span) = spans.try_recv() {
+            self.backlog.queued.fetch_sub(1, Ordering::Relaxed);
             batch.push(span);
             if batch.len() >= self.batching.max_batch_size {
-                self.export(std::mem::take(batch)).await;
+                self.export(std::mem::take(&mut batch)).await;
             }
         }
-        self.export(std::mem::take(batch)).await;
+        self.export(batch).await;
     }
 
     /// One export request, bounded by the export timeout; its spans are counted as
@@ -234,14 +251,6 @@ impl<E: SpanExporter> Worker<E> {
                 }
             }
         }
-    }
-}
-
-/// Completes at `due`, never without one.
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -336,6 +345,43 @@ mod tests {
         queue.shutdown_with_timeout(Duration::from_secs(5)).unwrap();
         let kept = exported.load(Ordering::SeqCst);
         assert!((2..=6).contains(&kept), "kept {kept} of 100");
+    }
+
+    /// Waits (up to 5 s) until `n` spans were exported.
+    fn exported_reaches(exported: &AtomicUsize, n: usize) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while exported.load(Ordering::SeqCst) < n {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    #[test]
+    fn a_batch_goes_when_it_is_full_or_when_its_delay_is_up() {
+        // Full: the fourth span tells the worker, long before the minute is up.
+        let exporter = Counting::default();
+        let exported = Arc::clone(&exporter.exported);
+        let queue = ExportQueue::start(batching(64), move || Ok(exporter)).unwrap();
+        for _ in 0..3 {
+            queue.on_end(span(true));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(exported.load(Ordering::SeqCst), 0, "three spans wait for the batch");
+        queue.on_end(span(true));
+        assert!(exported_reaches(&exported, 4));
+        queue.shutdown_with_timeout(Duration::from_secs(5)).unwrap();
+
+        // Not full: it goes after the delay.
+        let exporter = Counting::default();
+        let exported = Arc::clone(&exporter.exported);
+        let quick = Batching { delay: Duration::from_millis(20), ..batching(64) };
+        let queue = ExportQueue::start(quick, move || Ok(exporter)).unwrap();
+        queue.on_end(span(true));
+        assert!(exported_reaches(&exported, 1));
+        queue.shutdown_with_timeout(Duration::from_secs(5)).unwrap();
     }
 
     #[test]

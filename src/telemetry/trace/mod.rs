@@ -11,8 +11,8 @@
 
 pub(crate) mod export;
 pub mod propagation;
-pub mod settings;
-pub mod spans;
+pub(crate) mod settings;
+pub(crate) mod spans;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -31,12 +31,12 @@ use settings::{Sampling, Settings};
 static ON: AtomicBool = AtomicBool::new(false);
 
 /// Whether spans are made and exported; every place that makes one asks first.
-pub fn on() -> bool {
+pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
 /// The running export: the tracer provider over the export queue.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     provider: SdkTracerProvider,
     shutdown_timeout: Duration,
 }
@@ -78,7 +78,7 @@ impl Pipeline {
     }
 
     /// Exports what is still queued and stops, waiting at most `tracing.shutdown_timeout`.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         ON.store(false, Ordering::Relaxed);
         if let Err(e) = self.provider.shutdown_with_timeout(self.shutdown_timeout) {
             tracing::warn!(error = %e, "the last spans may not all have been exported");

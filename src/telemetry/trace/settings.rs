@@ -19,11 +19,11 @@ const DEFAULT_SERVICE_NAME: &str = "seawall";
 
 /// How new traces are sampled.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampling {
+pub(crate) struct Sampling {
     /// The fraction of traces sampled (0 to 1), by trace id.
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// Whether a request with a sampled (or unsampled) parent follows its parent.
-    pub parent_based: bool,
+    pub(crate) parent_based: bool,
 }
 
 impl std::fmt::Display for Sampling {
@@ -39,42 +39,42 @@ impl std::fmt::Display for Sampling {
 
 /// Tracing switched on, fully resolved.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// How spans are exported.
-    pub protocol: TracingProtocol,
+    pub(crate) protocol: TracingProtocol,
     /// Where: for `http` the full URL of the traces endpoint.
-    pub endpoint: String,
+    pub(crate) endpoint: String,
     /// Headers (gRPC metadata) of every export, by lowercase name.
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     /// `service.name`.
-    pub service_name: String,
+    pub(crate) service_name: String,
     /// Other resource attributes.
-    pub resource: BTreeMap<String, String>,
+    pub(crate) resource: BTreeMap<String, String>,
     /// The sampler.
-    pub sampling: Sampling,
+    pub(crate) sampling: Sampling,
     /// Most spans waiting for export.
-    pub queue_size: usize,
+    pub(crate) queue_size: usize,
     /// Most spans per export.
-    pub max_batch_size: usize,
+    pub(crate) max_batch_size: usize,
     /// Longest wait for a batch to fill.
-    pub batch_delay: Duration,
+    pub(crate) batch_delay: Duration,
     /// Longest one export may take.
-    pub export_timeout: Duration,
+    pub(crate) export_timeout: Duration,
     /// Longest wait at shutdown.
-    pub shutdown_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
 }
 
 /// Whether tracing is on, and what the environment said that was ignored.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Resolution {
+pub(crate) struct Resolution {
     /// `Ok`: on, with these settings; `Err`: off, and why.
-    pub tracing: Result<Settings, String>,
+    pub(crate) tracing: Result<Settings, String>,
     /// Variables that were set but could not be used.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Resolves `config` against the environment, read through `env`.
-pub fn resolve(config: &TracingConfig, env: &dyn Fn(&str) -> Option<String>) -> Resolution {
+pub(crate) fn resolve(config: &TracingConfig, env: &dyn Fn(&str) -> Option<String>) -> Resolution {
     let mut warnings = Vec::new();
     // Empty counts as unset.
     let var = |name: &str| env(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());

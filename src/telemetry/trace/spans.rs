@@ -32,11 +32,17 @@ use crate::client::{Answered, ClientRequest};
 use crate::jsonrpc;
 use crate::mcp::method;
 
+/// A name a client chose (a method, tool or prompt), escaped and capped as an
+/// identifier: printable ASCII, at most 80 bytes.
+fn label(text: &str) -> String {
+    crate::sanitize::quote(text, crate::sanitize::IDENT_CAP)
+}
+
 /// The span's name: the method, and the tool or prompt it is about.
 fn span_name(method_name: &str, target: Option<&str>) -> String {
     match target {
-        Some(target) => format!("{method_name} {}", crate::sanitize::ident(target)),
-        None => method_name.to_owned(),
+        Some(target) => format!("{} {}", label(method_name), label(target)),
+        None => label(method_name),
     }
 }
 
@@ -133,7 +139,7 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
         otel.kind = "server",
         otel.status_code = Empty,
         otel.status_description = Empty,
-        mcp.method.name = %method_name,
+        mcp.method.name = %label(method_name),
         jsonrpc.protocol.version = "2.0",
         mcp.session.id = %req.session.key,
         mcp.protocol.version = %req.session.version,
@@ -149,14 +155,14 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
         seawall.correlation_id = Empty,
     );
     if let Some(tool) = &req.tool {
-        span.record("gen_ai.tool.name", tool.as_str());
+        span.record("gen_ai.tool.name", label(tool));
         span.record("gen_ai.operation.name", "execute_tool");
     }
     if let Some(prompt) = &prompt {
-        span.record("gen_ai.prompt.name", prompt.as_str());
+        span.record("gen_ai.prompt.name", label(prompt));
     }
     if let Some(uri) = &uri {
-        span.record("mcp.resource.uri", crate::sanitize::text(uri));
+        span.record("mcp.resource.uri", crate::sanitize::quote(uri, crate::sanitize::TEXT_CAP));
     }
     if let Some(peer) = req.peer {
         span.record("client.address", tracing::field::display(peer));
@@ -223,7 +229,7 @@ fn record_reply(span: &Span, method_name: &str, reply: &Reply, failure: Option<&
 
 /// Applies [`RequestSpans`]: installed only when tracing is on.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RequestSpanLayer;
+pub(crate) struct RequestSpanLayer;
 
 impl<S> Layer<S> for RequestSpanLayer {
     type Service = RequestSpans<S>;
@@ -235,7 +241,7 @@ impl<S> Layer<S> for RequestSpanLayer {
 /// Runs each client request inside its span and records its answer; the span's ids go
 /// into the request, for the access log.
 #[derive(Clone, Debug)]
-pub struct RequestSpans<S> {
+pub(crate) struct RequestSpans<S> {
     inner: S,
 }
 
@@ -281,7 +287,7 @@ pub(crate) fn attempt(call: &UpstreamCall) -> Span {
         otel.kind = "client",
         otel.status_code = Empty,
         otel.status_description = Empty,
-        mcp.method.name = %method_name,
+        mcp.method.name = %label(method_name),
         jsonrpc.protocol.version = "2.0",
         network.transport = transport,
         gen_ai.operation.name = Empty,
@@ -299,14 +305,14 @@ pub(crate) fn attempt(call: &UpstreamCall) -> Span {
         seawall.outcome = Empty,
     );
     if let Some(tool) = &call.tool {
-        span.record("gen_ai.tool.name", &**tool);
+        span.record("gen_ai.tool.name", label(tool));
         span.record("gen_ai.operation.name", "execute_tool");
     }
     if let Some(prompt) = &prompt {
-        span.record("gen_ai.prompt.name", prompt.as_str());
+        span.record("gen_ai.prompt.name", label(prompt));
     }
     if let Some(uri) = &uri {
-        span.record("mcp.resource.uri", crate::sanitize::text(uri));
+        span.record("mcp.resource.uri", crate::sanitize::quote(uri, crate::sanitize::TEXT_CAP));
     }
     if let Some(reason) = call.trace.retry_reason {
         span.record("seawall.retry_reason", reason);
@@ -495,6 +501,19 @@ pub(crate) fn record_discovered(span: &Span, result: Result<u64, &GatewayError>)
     }
 }
 
+/// The span of opening a modern client's context (session `session`) and its upstream
+/// sessions: continuing `trace` when given, else under the current span.
+pub(crate) fn context(trace: Option<&RequestTrace>, session: u64) -> Span {
+    if !super::on() {
+        return Span::none();
+    }
+    let span = info_span!("modern context", otel.name = "modern context", mcp.session.id = %session);
+    if let Some(trace) = trace {
+        continue_trace(&span, trace);
+    }
+    span
+}
+
 /// The span of a list method (or a broadcast) fanned out to `upstreams` upstreams; their
 /// attempts are its children.
 pub(crate) fn fan_out(method_name: &str, upstreams: usize) -> Span {
@@ -504,7 +523,7 @@ pub(crate) fn fan_out(method_name: &str, upstreams: usize) -> Span {
     info_span!(
         "fan-out",
         otel.name = %format!("{method_name} fan-out"),
-        mcp.method.name = %method_name,
+        mcp.method.name = %label(method_name),
         otel.status_code = Empty,
         seawall.upstreams = count(upstreams),
         seawall.answered = Empty,
