@@ -50,7 +50,7 @@ use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
 use crate::telemetry::access::{AccessLayer, AccessLog};
-use crate::telemetry::trace::spans::RequestSpanLayer;
+use crate::telemetry::trace::layer::RequestSpanLayer;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};

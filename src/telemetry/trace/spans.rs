@@ -4,31 +4,26 @@
 //!
 //! | span | kind | made by |
 //! |---|---|---|
-//! | a client's request | server | [`RequestSpanLayer`], outermost in the client stack |
+//! | a client's request | server | [`RequestSpanLayer`](super::layer::RequestSpanLayer), outermost in the client stack |
 //! | one attempt upstream (retries are its siblings) | client | the attempt layer |
 //! | a client's `initialize` | server | the gateway's `initialize` |
 //! | opening an upstream session (`initialize`) | client | the upstream registry |
 //! | `server/discover`, answered by seawall | server | the modern gateway |
+//! | opening a modern client's context | internal | the modern gateway |
 //! | a list fanned out to every upstream | internal | routing's list methods |
 //!
 //! Each builder returns [`Span::none`] when tracing is off, so callers need no check of
 //! their own and nothing is recorded.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
 use serde_json::value::RawValue;
-use tower::{Layer, Service};
-use tracing::Instrument as _;
 use tracing::field::Empty;
 use tracing::{Span, info_span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::propagation::{RequestTrace, TraceContext};
-use crate::call::{Answer, BoxFuture, GatewayError, Reply, UpstreamCall, UpstreamError};
-use crate::client::{Answered, ClientRequest};
+use crate::call::{Answer, GatewayError, Reply, UpstreamCall, UpstreamError};
+use crate::client::ClientRequest;
 use crate::jsonrpc;
 use crate::mcp::method;
 
@@ -196,7 +191,7 @@ struct ToolResult {
 /// Records the answer to a client request: for an error its code (`error.type`,
 /// `rpc.response.status_code`) and message (the status), for a tool result with
 /// `isError` the conventions' `tool_error`; and the `outcome` label of the metrics.
-fn record_reply(span: &Span, method_name: &str, reply: &Reply, failure: Option<&'static str>) {
+pub(crate) fn record_reply(span: &Span, method_name: &str, reply: &Reply, failure: Option<&'static str>) {
     let outcome = match reply {
         Ok(result) if method_name == method::TOOLS_CALL => {
             if jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error) {
@@ -225,50 +220,6 @@ fn record_reply(span: &Span, method_name: &str, reply: &Reply, failure: Option<&
         }
     };
     span.record("seawall.outcome", failure.unwrap_or(outcome));
-}
-
-/// Applies [`RequestSpans`]: installed only when tracing is on.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RequestSpanLayer;
-
-impl<S> Layer<S> for RequestSpanLayer {
-    type Service = RequestSpans<S>;
-    fn layer(&self, inner: S) -> RequestSpans<S> {
-        RequestSpans { inner }
-    }
-}
-
-/// Runs each client request inside its span and records its answer; the span's ids go
-/// into the request, for the access log.
-#[derive(Clone, Debug)]
-pub(crate) struct RequestSpans<S> {
-    inner: S,
-}
-
-impl<S> Service<ClientRequest> for RequestSpans<S>
-where
-    S: Service<ClientRequest, Response = Answered, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answered;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Answered, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: ClientRequest) -> Self::Future {
-        let span = request(&req);
-        req.trace.span = context_of(&span);
-        let method_name = Arc::clone(&req.method);
-        let fut = span.in_scope(|| self.inner.call(req));
-        Box::pin(async move {
-            let Ok(answered) = fut.instrument(span.clone()).await;
-            record_reply(&span, &method_name, &answered.reply, answered.outcome);
-            Ok(answered)
-        })
-    }
 }
 
 /// The span of one attempt of `call` upstream; the retry and breaker layers above said
