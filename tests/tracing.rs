@@ -445,6 +445,45 @@ async fn every_client_front_continues_the_clients_trace() {
     gw.stop(Duration::from_secs(10)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_http_upstream_link_gets_the_attempts_context_in_headers() {
+    let collector = Collector::http().await;
+    let demo = DemoUpstream::start(true, &[]).await;
+    let q = |s: &str| serde_json::to_string(s).expect("string");
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n{}upstreams:\n\
+         \x20 - {{ name: legacy, url: {url}, protocol: legacy }}\n\
+         \x20 - {{ name: modern, url: {url}, protocol: modern }}\n\
+         \x20 - {{ name: old, url: {sse}, transport: sse }}\n",
+        tracing_on(&collector, ""),
+        url = q(&demo.url),
+        sse = q(&demo.sse_url()),
+    );
+    let mut gw = Seawall::start(&yaml).await;
+    let client = Client::connect(&gw.url, json!({})).await;
+    for (n, upstream) in [(1u8, "legacy"), (2, "modern"), (3, "old")] {
+        let trace = format!("{n:032x}");
+        let body = call(u64::from(n), &format!("{upstream}__echo"), json!({"message": upstream}));
+        let reply = client.post_raw(body.to_string(), &[("traceparent", &traceparent(&trace, PARENT))]).await;
+        assert_eq!(reply.result()["content"][0]["text"], upstream, "{}", reply.raw);
+        let attempt = collector
+            .wait_for(&format!("the attempt to {upstream}"), WAIT, |spans| {
+                named(spans, "tools/call echo", &trace).pop().cloned()
+            })
+            .await;
+        assert_eq!(attempt.attr("seawall.upstream"), upstream);
+        let expected = json!(traceparent(&trace, &attempt.span_id));
+        let sent: Vec<Value> = demo
+            .recorded()
+            .into_iter()
+            .filter(|e| e["event"] == "http_headers")
+            .map(|e| e["traceparent"].clone())
+            .collect();
+        assert!(sent.contains(&expected), "{upstream}: {expected} not among {sent:?}");
+    }
+    gw.stop(Duration::from_secs(10)).await;
+}
+
 /// The value of a counter on the admin listener's `/metrics`, by its label text.
 async fn counter(admin_url: &str, labels: &str) -> f64 {
     let text = reqwest::get(format!("{admin_url}/metrics")).await.expect("GET /metrics").text().await.expect("body");

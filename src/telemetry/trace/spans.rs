@@ -367,6 +367,9 @@ pub(crate) fn initialize(id: &jsonrpc::Id, trace: &RequestTrace) -> Span {
 /// version negotiated, or why it opened none.
 /// `opened` is the session's key and version, or the error code answered and why.
 pub(crate) fn record_initialized(span: &Span, opened: Result<(u64, &str), (String, String)>) {
+    if span.is_none() {
+        return;
+    }
     match opened {
         Ok((session, version)) => {
             span.record("mcp.session.id", session.to_string());
@@ -403,6 +406,9 @@ pub(crate) fn connect(upstream: &str, process: bool) -> Span {
 
 /// Records the upstream's answer to a handshake: its version, or the failure.
 pub(crate) fn record_connected(span: &Span, result: Result<Option<&str>, &UpstreamError>) {
+    if span.is_none() {
+        return;
+    }
     match result {
         Ok(version) => {
             if let Some(version) = version {
@@ -440,6 +446,9 @@ pub(crate) fn discover(id: &jsonrpc::Id, trace: &RequestTrace) -> Span {
 
 /// Records which context answered a `server/discover`, or the failure.
 pub(crate) fn record_discovered(span: &Span, result: Result<u64, &GatewayError>) {
+    if span.is_none() {
+        return;
+    }
     match result {
         Ok(session) => {
             span.record("mcp.session.id", session.to_string());
@@ -484,6 +493,9 @@ pub(crate) fn fan_out(method_name: &str, upstreams: usize) -> Span {
 
 /// Records how many upstreams of a fan-out answered and how many failed.
 pub(crate) fn record_fan_out(span: &Span, answered: usize, failed: usize) {
+    if span.is_none() {
+        return;
+    }
     span.record("seawall.answered", count(answered));
     span.record("seawall.failed", count(failed));
     if answered == 0 && failed > 0 {
