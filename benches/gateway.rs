@@ -4,7 +4,8 @@
 //! authorisation rule under `default: deny`, a rate limit per principal, the
 //! per-principal caps and CORS); its CPU time per call is compared with the default
 //! gateway's in runs side by side, so that both see the same load from the rest of the
-//! machine.
+//! machine. A third runs with tracing on, every trace sampled, exporting over OTLP/HTTP
+//! to a receiver inside the bench, and is compared with the default one the same way.
 //!
 //! `cargo bench --bench gateway` (or `cargo bench`). Figures are ratios of runs made
 //! back to back under the same load; absolute numbers depend on the machine.
@@ -14,6 +15,8 @@
 
 #[path = "../tests/support/mcp_client.rs"]
 mod mcp_client;
+#[path = "../tests/support/otlp.rs"]
+mod otlp;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -58,6 +61,51 @@ impl Figures {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Drives `a` and `b` at the same time, `POLICY_ROUNDS` times (alternating which starts
+/// first), and returns their CPU times and p50 latencies per call, run by run.
+async fn side_by_side(a: &Target<'_>, b: &Target<'_>, concurrency: usize) -> Paired {
+    let mut paired = Paired::default();
+    for round in 0..POLICY_ROUNDS {
+        let (fa, fb) = if round % 2 == 0 {
+            tokio::join!(load(a, concurrency, POLICY_RUN), load(b, concurrency, POLICY_RUN))
+        } else {
+            let (fb, fa) = tokio::join!(load(b, concurrency, POLICY_RUN), load(a, concurrency, POLICY_RUN));
+            (fa, fb)
+        };
+        paired.cpu.0.push(fa.cpu_us_per_call().unwrap_or(0.0));
+        paired.cpu.1.push(fb.cpu_us_per_call().unwrap_or(0.0));
+        paired.p50.0.push(fa.percentile(0.5).as_secs_f64() * 1e6);
+        paired.p50.1.push(fb.percentile(0.5).as_secs_f64() * 1e6);
+        paired.calls += fb.requests;
+    }
+    paired
+}
+
+/// Per-run figures of two targets driven side by side: (first, second).
+#[derive(Default)]
+struct Paired {
+    cpu: (Vec<f64>, Vec<f64>),
+    p50: (Vec<f64>, Vec<f64>),
+    /// Calls answered by the second target.
+    calls: u64,
+}
+
+/// Prints one comparison of `what` (µs): medians, their ratio, and the median of the
+/// per-pair differences.
+fn compare(concurrency: usize, what: &str, (off, on): &(Vec<f64>, Vec<f64>), labels: (&str, &str)) {
+    let (off_us, on_us) = (median(off.clone()), median(on.clone()));
+    let paired = median(on.iter().zip(off).map(|(on, off)| on - off).collect());
+    println!(
+        "  concurrency {concurrency:>2}, {what}: {} {off_us:.1}µs, {} {on_us:.1}µs, difference {:+.1}µs ({:+.1} %, ratio {:.3}), per pair {paired:+.1}µs",
+        labels.0,
+        labels.1,
+        on_us - off_us,
+        (on_us / off_us - 1.0) * 100.0,
+        on_us / off_us,
+    );
+    println!("    runs {:<3} {}\n    runs {:<3} {}", labels.0, runs(off), labels.1, runs(on));
 }
 
 fn runs(values: &[f64]) -> String {
@@ -230,12 +278,31 @@ async fn main() {
         spawn(&gateway_bin, &["run", "--config", policy_config.to_str().expect("utf-8 path")], "seawall listening on ")
             .await;
     let policy_pid = Some(policy_gw.id().expect("pid"));
+    // The same gateway with tracing on: every trace sampled, exported to a receiver here.
+    let collector = otlp::Collector::start(false, otlp::Behaviour::Count).await;
+    let traced_config = dir.join("bench-traced.yaml");
+    std::fs::write(
+        &traced_config,
+        format!(
+            "listen: 127.0.0.1:0\nadmin_listen: null\ndefaults:\n  concurrency: {{ max_in_flight: 1024, queue: 1024 }}\n\
+             tracing: {{ enabled: true, endpoint: {}, sample_ratio: 1.0, batch_delay: 200ms }}\n\
+             upstreams:\n  - name: remote\n    url: {demo_url}\n",
+            collector.url
+        ),
+    )
+    .expect("traced config");
+    let (traced_gw, traced_url) =
+        spawn(&gateway_bin, &["run", "--config", traced_config.to_str().expect("utf-8 path")], "seawall listening on ")
+            .await;
+    let traced_pid = Some(traced_gw.id().expect("pid"));
 
     println!("tools/call echo, {} s per run, one machine, back to back; gateway {gateway_bin}", RUN.as_secs());
     println!("{:<34} {:>4} {:>10} {:>10} {:>10} {:>14}", "path", "conc", "req/s", "p50", "p99", "seawall CPU");
     let mut comparisons = Vec::new();
+    let mut traced_comparisons = Vec::new();
     let policy_off = Target::new(&format!("{gw_url}/remote"), "echo", measured);
     let policy_on = Target::new(&format!("{policy_url}/remote"), "echo", policy_pid).with_token(BENCH_KEY);
+    let traced = Target::new(&format!("{traced_url}/remote"), "echo", traced_pid);
     for concurrency in [1, 16] {
         let direct = load(&Target::new(&demo_url, "echo", None), concurrency, RUN).await;
         let single = load(&policy_off, concurrency, RUN).await;
@@ -264,19 +331,10 @@ async fn main() {
         );
         // Policy off and on at the same time, each at this concurrency, so that both see
         // the same load from the rest of the machine; which one starts first alternates.
-        let (mut off, mut on) = (Vec::new(), Vec::new());
-        for round in 0..POLICY_ROUNDS {
-            let (a, b) = if round % 2 == 0 {
-                tokio::join!(load(&policy_off, concurrency, POLICY_RUN), load(&policy_on, concurrency, POLICY_RUN))
-            } else {
-                let (b, a) =
-                    tokio::join!(load(&policy_on, concurrency, POLICY_RUN), load(&policy_off, concurrency, POLICY_RUN));
-                (a, b)
-            };
-            off.push(a.cpu_us_per_call().unwrap_or(0.0));
-            on.push(b.cpu_us_per_call().unwrap_or(0.0));
-        }
-        comparisons.push((concurrency, off, on));
+        let paired = side_by_side(&policy_off, &policy_on, concurrency).await;
+        comparisons.push((concurrency, paired.cpu.0, paired.cpu.1));
+        // Tracing off and on, the same way.
+        traced_comparisons.push((concurrency, side_by_side(&policy_off, &traced, concurrency).await));
     }
     println!(
         "seawall CPU per call on /mcp/remote, policy off vs on ({POLICY_ROUNDS} runs of {:.1} s side by side; medians):",
@@ -292,6 +350,22 @@ async fn main() {
         );
         println!("    runs off {}\n    runs on  {}", runs(&off), runs(&on));
     }
+    println!(
+        "seawall CPU and p50 latency per call on /mcp/remote, tracing off vs on (every trace sampled, OTLP/HTTP to a receiver in the bench; {POLICY_ROUNDS} runs of {:.1} s side by side; medians):",
+        POLICY_RUN.as_secs_f64()
+    );
+    let mut traced_calls = 0;
+    for (concurrency, paired) in &traced_comparisons {
+        compare(*concurrency, "CPU per call", &paired.cpu, ("off", "on"));
+        compare(*concurrency, "p50 latency", &paired.p50, ("off", "on"));
+        traced_calls += paired.calls;
+    }
+    // Let the last batch go before counting what the receiver got.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    println!(
+        "  the receiver got {} spans; the traced gateway answered {traced_calls} calls in the measured runs (their warm-ups not counted)",
+        collector.counted()
+    );
     println!("seawall RSS: {} KiB idle, {} KiB after the runs", rss_idle, rss_kib(gw_pid));
     let _ = std::fs::remove_dir_all(&dir);
 }

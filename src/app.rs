@@ -10,7 +10,7 @@
 //!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
 //!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
 //!        ─► gateway                       session lookup, progress tokens, related messages
-//!        ─► client stack ([`client_stack`]) rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
+//!        ─► client stack ([`client_stack`]) span ◄ access ◄ rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
 //!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
@@ -50,6 +50,7 @@ use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
 use crate::telemetry::access::{AccessLayer, AccessLog};
+use crate::telemetry::trace::layer::RequestSpanLayer;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
@@ -88,6 +89,9 @@ fn client_stack(
 ) -> ClientService {
     let ClientLayers { access, authorize, rate_limits, cache } = layers;
     let stack = ServiceBuilder::new()
+        // With tracing on, one span per request, continuing the client's trace; absent
+        // when it is off.
+        .option_layer(crate::telemetry::trace::on().then_some(RequestSpanLayer))
         // One access log line per request, with what became of it and how long it took.
         .layer(access)
         // Every failure from any layer below becomes one sanitised answer, with the
@@ -133,8 +137,9 @@ fn upstream_stack(settings: &UpstreamSettings, slots: &Arc<Slots>, breakers: &Ar
         // without upstream traffic; each attempt counts on the breaker it is about.
         .layer(BreakerLayer::new(Arc::clone(breakers), settings.breaker))
         // One attempt: the endpoint of a replicated upstream (not one this request tried),
-        // bounded by the deadline and the attempt timeout, counted on its endpoint.
-        .layer(AttemptLayer::new(settings.timeouts.attempt))
+        // bounded by the deadline and the attempt timeout, counted on its endpoint; with
+        // tracing on, in a span of its own whose context goes upstream.
+        .layer(AttemptLayer::new(settings.timeouts.attempt).traced(crate::telemetry::trace::on()))
         // The link: a Streamable HTTP session, replicas of one, an HTTP+SSE session, or a
         // supervised process.
         .service(SendAttempt);

@@ -96,32 +96,49 @@ fn main() -> ExitCode {
             }
         },
         Command::Run { config, listen, admin_listen, log_format } => {
-            telemetry::init(log_format, "info");
-            let config = match Config::load(&config) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("{e}");
-                    return ExitCode::FAILURE;
-                }
-            };
+            let Some((config, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
             let overrides = seawall::app::Overrides { listen, admin_listen };
-            block_on(seawall::app::run(config, overrides))
+            let code = block_on(seawall::app::run(config, overrides));
+            telemetry.shutdown();
+            code
         }
         Command::Stdio { config, upstream, principal, listen, admin_listen, log_format } => {
-            telemetry::init(log_format, "info");
-            let config = match Config::load(&config) {
-                Ok(c) => c,
+            let Some((config, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
+            let options = seawall::app::StdioOptions { upstream, principal, listen, admin_listen };
+            let code = block_on(seawall::app::run_stdio(config, options));
+            telemetry.shutdown();
+            code
+        }
+        Command::DemoUpstream(args) => {
+            let telemetry = match telemetry::init(LogFormat::Text, "warn", None) {
+                Ok(telemetry) => telemetry,
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("seawall: {e:#}");
                     return ExitCode::FAILURE;
                 }
             };
-            let options = seawall::app::StdioOptions { upstream, principal, listen, admin_listen };
-            block_on(seawall::app::run_stdio(config, options))
+            let code = block_on(seawall::demo::run(args));
+            telemetry.shutdown();
+            code
         }
-        Command::DemoUpstream(args) => {
-            telemetry::init(LogFormat::Text, "warn");
-            block_on(seawall::demo::run(args))
+    }
+}
+
+/// Loads the configuration, then starts logging and, when the configuration (or the
+/// `OTEL_*` variables) asks for it, tracing: the subscriber is built once, knowing both.
+fn start(path: &std::path::Path, log_format: LogFormat) -> Option<(Config, telemetry::Telemetry)> {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return None;
+        }
+    };
+    match telemetry::init(log_format, "info", Some(&config.tracing)) {
+        Ok(telemetry) => Some((config, telemetry)),
+        Err(e) => {
+            eprintln!("seawall: tracing: {e:#}");
+            None
         }
     }
 }

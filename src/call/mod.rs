@@ -9,8 +9,9 @@
 //! - [`Clock`]: the request's deadline.
 //! - [`Transport`]: what the upstream links implement; [`SendAttempt`] is the bottom of a stack.
 //!
-//! It depends only on [`crate::jsonrpc`] and [`crate::mcp`]; resilience layers and
-//! transports depend on it, never on each other.
+//! It depends only on [`crate::jsonrpc`], [`crate::mcp`] and the W3C trace context of
+//! [`crate::telemetry::trace::propagation`]; resilience layers and transports depend on
+//! it, never on each other.
 
 mod answer;
 mod clock;
@@ -23,7 +24,7 @@ pub use answer::{Answer, Health, Reply};
 pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventSink, Tagged, UpstreamEvent};
 pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
-pub use request::{BoxFuture, Link, Transport, UpstreamCall};
+pub use request::{BoxFuture, CallTrace, Link, Transport, UpstreamCall};
 pub use transport::{CallFuture, SendAttempt, UpstreamService};
 
 /// A fresh upstream request id; ids are never reused in the life of the process.

@@ -15,6 +15,7 @@ use super::events::EventSink;
 use super::failure::UpstreamError;
 use crate::jsonrpc::{Id, Notification};
 use crate::mcp::init::InitResult;
+use crate::telemetry::trace::propagation::TraceContext;
 
 /// One request on its way to one upstream. Cloned for every attempt, so every field is
 /// cheap to clone.
@@ -48,6 +49,28 @@ pub struct UpstreamCall {
     /// Extra HTTP headers of the request (`Mcp-Param-*` for a modern upstream); links
     /// that have no headers ignore them.
     pub headers: Arc<[(String, String)]>,
+    /// What tracing knows of the attempt: which one it is, and the trace context it
+    /// carries upstream.
+    pub trace: CallTrace,
+}
+
+/// The tracing side of one attempt: set by the retry and breaker layers for the
+/// attempt's span, and by the attempt layer for propagation.
+#[derive(Clone, Debug, Default)]
+pub struct CallTrace {
+    /// Which attempt this is (1 for the first).
+    pub attempt: u32,
+    /// Why the attempt before it was retried (the `reason` of `seawall_retries_total`).
+    pub retry_reason: Option<&'static str>,
+    /// The state of the breakers that admitted it: `closed`, or `half_open` for a probe.
+    pub breaker: Option<&'static str>,
+    /// The W3C trace context the attempt carries upstream (HTTP upstreams in headers, a
+    /// process in `params._meta`): the attempt span's when tracing is on, else the
+    /// client's own, passed through.
+    pub context: Option<Arc<TraceContext>>,
+    /// Whether the client wrote its context into `params._meta` (it travels upstream with
+    /// the params, and is replaced there when tracing is on).
+    pub in_meta: bool,
 }
 
 impl std::fmt::Debug for UpstreamCall {
@@ -84,6 +107,12 @@ pub trait Transport: Send + Sync {
     /// For replicated upstreams: whether an endpoint other than `endpoint` is healthy
     /// (not ejected), so that a failure of `endpoint` is that endpoint's alone.
     fn has_spare(&self, _endpoint: u16) -> bool {
+        false
+    }
+
+    /// Whether the link is a child process on pipes (stdio): its requests have no
+    /// headers, so their trace context travels in `params._meta`.
+    fn is_process(&self) -> bool {
         false
     }
 

@@ -25,6 +25,7 @@ use crate::jsonrpc::{self, Id};
 use crate::mcp::method;
 use crate::policy::Principal;
 use crate::session::Session;
+use crate::telemetry::trace::propagation::RequestTrace;
 
 /// One client request on its way to the router.
 pub struct ClientRequest {
@@ -53,6 +54,9 @@ pub struct ClientRequest {
     /// The client's address, when its transport has one (the address that opened the
     /// session): what unauthenticated clients are told apart by.
     pub peer: Option<IpAddr>,
+    /// The trace context the client sent (in `_meta`, or its HTTP request's headers),
+    /// and seawall's span for the request when tracing is on.
+    pub trace: RequestTrace,
 }
 
 impl ClientRequest {
@@ -86,6 +90,7 @@ impl ClientRequest {
             related,
             cancel: CancellationToken::new(),
             param_headers: None,
+            trace: RequestTrace::default(),
         }
     }
 }

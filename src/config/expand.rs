@@ -1,5 +1,5 @@
-//! `${VAR}` expansion in upstream `env` and `headers` values, done once at load so a
-//! missing secret is a config error rather than a request failure.
+//! `${VAR}` expansion in upstream `env` and `headers` values and in `tracing.headers`,
+//! done once at load so a missing secret is a config error rather than a request failure.
 //!
 //! Syntax: `${NAME}` is replaced by the variable's value (NAME is `[A-Za-z_][A-Za-z0-9_]*`),
 //! `$$` is a literal `$`, and any other `$` is kept as is.
@@ -7,10 +7,18 @@
 use super::Config;
 use super::locate::{FieldPath, Problem};
 
-/// Expands every `env` and `headers` value of every upstream in place, looking
-/// variables up with `lookup`; returns one problem per value that cannot be expanded.
+/// Expands every `env` and `headers` value of every upstream, and every
+/// `tracing.headers` value, in place, looking variables up with `lookup`; returns one
+/// problem per value that cannot be expanded.
 pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Problem> {
     let mut problems = Vec::new();
+    let at = FieldPath::root().key("tracing").key("headers");
+    for (key, value) in config.tracing.headers.iter_mut() {
+        match expand(value, lookup) {
+            Ok(expanded) => *value = expanded,
+            Err(message) => problems.push(Problem::new(at.key(key), message)),
+        }
+    }
     for (i, upstream) in config.upstreams.iter_mut().enumerate() {
         let at = FieldPath::root().key("upstreams").index(i);
         for (table, values) in [("env", &mut upstream.env), ("headers", &mut upstream.headers)] {

@@ -20,6 +20,7 @@ mod expand;
 mod locate;
 mod rate_limit;
 mod resilience;
+mod trace;
 mod types;
 mod upstream;
 mod validate;
@@ -38,6 +39,8 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
+pub(crate) use trace::check_endpoint as check_tracing_endpoint;
+pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{
     AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, ReplayBufferConfig,
     SecurityConfig, SessionConfig,

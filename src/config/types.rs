@@ -13,6 +13,7 @@ use super::auth::AuthConfig;
 use super::authorization::AuthorizationConfig;
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
+use super::trace::TracingConfig;
 use super::upstream::{Defaults, UpstreamConfig};
 
 /// The whole gateway configuration (the top level of the YAML file).
@@ -51,6 +52,9 @@ pub struct Config {
     pub cache: CacheConfig,
     /// One line per client request. Default: on, to stderr.
     pub access_log: AccessLogConfig,
+    /// OpenTelemetry tracing (OTLP export). Default: off, unless `OTEL_*` variables
+    /// configure it.
+    pub tracing: TracingConfig,
     /// The MCP servers behind the gateway; at least one. Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
 }
@@ -124,6 +128,7 @@ impl Default for Config {
             authorization: AuthorizationConfig::default(),
             cache: CacheConfig::default(),
             access_log: AccessLogConfig::default(),
+            tracing: TracingConfig::default(),
             upstreams: Vec::new(),
         }
     }

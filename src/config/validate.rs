@@ -46,6 +46,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     check_upstreams(&config.upstreams, separator, written, &mut out);
     super::rate_limit::check_rate_limits(&config.rate_limits, &mut out);
     super::authorization::check_authorization(&config.authorization, &mut out);
+    super::trace::check_tracing(&config.tracing, &mut out);
     if config.cache.enabled {
         let at = FieldPath::root().key("cache");
         if config.cache.max_entries == 0 {

@@ -126,13 +126,22 @@ impl DemoServer {
         self.state.record(session, event);
     }
 
-    /// Records an HTTP request's header names and its `Authorization` value (`null`
-    /// when absent), so tests can see exactly what a gateway forwards.
+    /// Records an HTTP request's header names and its `Authorization`, `traceparent` and
+    /// `tracestate` values (`null` when absent), so tests can see exactly what a gateway
+    /// forwards.
     pub(crate) fn record_headers(&self, session: &Session, headers: &axum::http::HeaderMap) {
         let names: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
-        let authorization =
-            headers.get(axum::http::header::AUTHORIZATION).map(|v| String::from_utf8_lossy(v.as_bytes()));
-        self.record(session, json!({"event": "http_headers", "names": names, "authorization": authorization}));
+        let value = |name: &str| headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        self.record(
+            session,
+            json!({
+                "event": "http_headers",
+                "names": names,
+                "authorization": value("authorization"),
+                "traceparent": value("traceparent"),
+                "tracestate": value("tracestate"),
+            }),
+        );
     }
 
     /// Records the end of an HTTP session: `how` is `DELETE`, or `stream` when the
@@ -146,7 +155,14 @@ impl DemoServer {
     pub(crate) fn accept(&self, session: &Arc<Session>, msg: Value, out: Outbound) -> Accepted {
         match Incoming::classify(msg) {
             Incoming::Request { id, method, params } => {
-                self.record(session, json!({"event": "request", "method": method, "id": id}));
+                let mut event = json!({"event": "request", "method": method, "id": id});
+                // The trace context a gateway put in `_meta`, when there is one.
+                for key in ["traceparent", "tracestate"] {
+                    if let Some(value) = params.get("_meta").and_then(|m| m.get(key)) {
+                        event[key] = value.clone();
+                    }
+                }
+                self.record(session, event);
                 self.state.stats.request(&method);
                 if method == "initialize" {
                     // Answered inline, so the client's capabilities are known before

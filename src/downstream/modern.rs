@@ -124,7 +124,9 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     let id = req.id.clone();
     let out = accept.sse.then_some(out_tx);
     let peer = cx.info.peer.map(|p| p.ip());
-    let request = ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers), peer };
+    let trace = crate::telemetry::trace::propagation::from_headers(&cx.headers);
+    let request =
+        ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers), peer, trace };
     let run = async move { answer(gateway.handle_modern(request, out, abandoned).await) };
     json_or_stream(run, out_rx, id, Some(guard)).await
 }
@@ -137,8 +139,15 @@ async fn listen(cx: &Cx<'_>, scope: Scope, envelope: modern::Envelope, req: json
     }
     let gateway = std::sync::Arc::clone(&cx.st.gateway);
     let peer = cx.info.peer.map(|p| p.ip());
-    let request =
-        ModernRequest { scope, principal: cx.principal.clone(), envelope, req, param_headers: Vec::new(), peer };
+    let request = ModernRequest {
+        scope,
+        principal: cx.principal.clone(),
+        envelope,
+        req,
+        param_headers: Vec::new(),
+        peer,
+        trace: None,
+    };
     match gateway.listen(request).await {
         Ok(messages) => super::http::long_stream(messages, cx.st.closing.clone()),
         Err(answer) => json_response(answer.status, answer.body),

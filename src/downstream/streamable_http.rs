@@ -22,6 +22,7 @@ use crate::gateway::InitError;
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
 use crate::session::{Front, Scope, Session};
+use crate::telemetry::trace::propagation::{self, TraceContext};
 
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     let accept = accepts(&cx.headers);
@@ -72,14 +73,16 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
                     None,
                 );
             }
-            batch(st, &session, items.iter().map(|r| r.get().to_owned()).collect()).await
+            let trace = propagation::from_headers(&cx.headers);
+            batch(st, &session, items.iter().map(|r| r.get().to_owned()).collect(), trace).await
         }
     }
 }
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone(), Front::StreamableHttp).await {
+    let trace = propagation::from_headers(&cx.headers);
+    match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone(), Front::StreamableHttp, trace).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);
@@ -145,9 +148,10 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
     // A second request with an id in flight is refused by admission; only the first one
     // can be withheld.
     let tracked = session.cancels().track(&id);
+    let trace = propagation::from_headers(&cx.headers);
     let run = async move {
         let out = sse_ok.then_some(out_tx);
-        let answer = gateway.handle_request(&task_session, req, out).await;
+        let answer = gateway.handle_request(&task_session, req, out, trace).await;
         let (status, retry_after) = match answer.http {
             Some(hint) => (hint.status, Some(hint.retry_after)),
             None => (StatusCode::OK, None),
@@ -159,7 +163,13 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
 }
 
 /// A 2025-03-26 batch: every request runs concurrently; the answer is one JSON array.
-async fn batch(st: &super::http::HttpState, session: &Arc<Session>, items: Vec<String>) -> Response {
+/// The HTTP request's trace context goes with each of its requests.
+async fn batch(
+    st: &super::http::HttpState,
+    session: &Arc<Session>,
+    items: Vec<String>,
+    trace: Option<TraceContext>,
+) -> Response {
     let mut requests = Vec::new();
     let mut answers = Vec::new();
     for text in items {
@@ -176,7 +186,7 @@ async fn batch(st: &super::http::HttpState, session: &Arc<Session>, items: Vec<S
             Err(e) => answers.push(decode_error_body(&e)),
         }
     }
-    let runs = requests.into_iter().map(|req| st.gateway.handle_request(session, req, None));
+    let runs = requests.into_iter().map(|req| st.gateway.handle_request(session, req, None, trace.clone()));
     answers.extend(futures::future::join_all(runs).await.into_iter().map(|a| a.body));
     if answers.is_empty() {
         return accepted();

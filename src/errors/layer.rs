@@ -1,6 +1,6 @@
-//! The outermost layer of the client stack: every failure from any layer below becomes
-//! one sanitised answer here, with the HTTP hint its transport needs, and every request
-//! is counted with its outcome (`seawall_client_requests_total`).
+//! The client stack's layer of answers: every failure from any layer below becomes one
+//! sanitised answer here, with the HTTP hint its transport needs, and every request is
+//! counted with its outcome (`seawall_client_requests_total`).
 
 use std::convert::Infallible;
 use std::sync::Arc;

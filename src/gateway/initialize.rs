@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use super::Gateway;
 use crate::call::GatewayError;
@@ -17,6 +18,8 @@ use crate::policy::Principal;
 use crate::session::table::Holder;
 use crate::session::{Front, Scope, Session, Slot};
 use crate::telemetry::access::Recorded;
+use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
+use crate::telemetry::trace::spans;
 
 /// Why an `initialize` could not open a session.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +52,9 @@ impl Gateway {
     /// authenticate, `session.max_sessions_per_principal`. The session's place in the
     /// table is held before any upstream session opens, so a burst of `initialize` calls
     /// costs no upstream connections beyond the table's size. The session is bound to
-    /// `principal`, when clients authenticate, and remembers `peer`.
+    /// `principal`, when clients authenticate, and remembers `peer`. `trace` is the trace
+    /// context of the HTTP request that carried it; with `_meta`'s, it is continued by
+    /// the span of the `initialize` (and of the upstream sessions it opens).
     pub async fn initialize(
         &self,
         scope: Scope,
@@ -57,10 +62,29 @@ impl Gateway {
         peer: Option<std::net::IpAddr>,
         principal: Option<Arc<Principal>>,
         front: Front,
+        trace: Option<TraceContext>,
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let started = std::time::Instant::now();
         let label = principal.as_deref().map(Principal::label);
-        let opened = self.open(scope, req, peer, principal, front).await;
+        let meta = meta::read(req.params.as_deref());
+        let mut trace = RequestTrace {
+            meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
+            header: trace,
+            span: None,
+        };
+        let span = spans::initialize(&req.id, &trace);
+        trace.span = spans::context_of(&span);
+        let opened = self.open(scope, req, peer, principal, front).instrument(span.clone()).await;
+        if !span.is_none() {
+            let code = |code: i64| code.to_string();
+            let recorded = match &opened {
+                Ok((session, _)) => Ok((session.key, session.version.as_str())),
+                Err(InitError::Invalid(why)) => Err((code(jsonrpc::code::INVALID_PARAMS), why.clone())),
+                Err(InitError::Full) => Err((code(jsonrpc::code::OVERLOADED), "too many sessions".to_owned())),
+                Err(InitError::Failed(e)) => Err((code(jsonrpc::code::UPSTREAM_UNAVAILABLE), e.to_string())),
+            };
+            spans::record_initialized(&span, recorded);
+        }
         let outcome = match &opened {
             Ok(_) => "ok",
             Err(InitError::Full) => "shed",
@@ -83,6 +107,8 @@ impl Gateway {
                 method: method::INITIALIZE,
                 tool: None,
                 id: req.id.raw(),
+                span: trace.span.as_ref(),
+                client_trace: trace.parent(),
             };
             log.record(request, &reply, outcome, status);
         }

@@ -19,6 +19,7 @@ use crate::mcp::{meta, method};
 use crate::routing::Router;
 use crate::session::relay::{self, ProgressMap};
 use crate::session::{Scope, Session, SessionTable, Slot};
+use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::upstream::registry::Upstreams;
 
 pub use initialize::InitError;
@@ -86,15 +87,17 @@ impl Gateway {
 
     /// Handles one client request and returns the encoded response. Related messages
     /// (progress, logging, server requests) go to `out` when the client reads this
-    /// request's stream, else to the session's GET stream.
+    /// request's stream, else to the session's GET stream. `trace` is the trace context
+    /// of the HTTP request that carried it, if any.
     pub async fn handle_request(
         &self,
         session: &Arc<Session>,
         req: Request,
         out: Option<mpsc::Sender<String>>,
+        trace: Option<TraceContext>,
     ) -> EncodedAnswer {
         let id = req.id.clone();
-        let answered = self.answer_request(session, req, out).await;
+        let answered = self.answer_request_with(session, req, out, None, trace).await;
         EncodedAnswer { body: jsonrpc::encode_reply(Some(&id), &answered.reply), http: answered.http }
     }
 
@@ -105,22 +108,30 @@ impl Gateway {
         req: Request,
         out: Option<mpsc::Sender<String>>,
     ) -> Answered {
-        self.answer_request_with(session, req, out, None).await
+        self.answer_request_with(session, req, out, None, None).await
     }
 
-    /// [`Gateway::answer_request`] for a modern client: its `Mcp-Param-*` headers and
-    /// its own address (the context it runs in may have been opened by another).
+    /// [`Gateway::answer_request`] with what the transport knows of the caller: for a
+    /// modern client its `Mcp-Param-*` headers and its own address (the context it runs
+    /// in may have been opened by another); the trace context of its HTTP request.
     pub(crate) async fn answer_request_with(
         &self,
         session: &Arc<Session>,
         req: Request,
         out: Option<mpsc::Sender<String>>,
         modern: Option<ModernCaller>,
+        trace: Option<TraceContext>,
     ) -> Answered {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
-        let progress = meta::progress_token(params.as_deref()).map(|client| ProgressMap {
+        let meta = meta::read(params.as_deref());
+        let trace = RequestTrace {
+            meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
+            header: trace,
+            span: None,
+        };
+        let progress = meta.progress().map(|client| ProgressMap {
             upstream: Value::String(format!("seawall-progress-{}", NEXT_PROGRESS.fetch_add(1, Ordering::Relaxed))),
             client,
         });
@@ -135,6 +146,7 @@ impl Gateway {
             progress.as_ref().map(|p| p.upstream.clone()),
             related_tx,
         );
+        request.trace = trace;
         if let Some(caller) = modern {
             request.param_headers = Some(caller.param_headers);
             request.peer = caller.peer.or(request.peer);

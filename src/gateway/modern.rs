@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::{Gateway, ModernCaller};
 use crate::call::GatewayError;
@@ -32,6 +33,8 @@ use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
 use crate::session::table::Holder;
 use crate::session::{Front, Scope, Session, Slot};
+use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
+use crate::telemetry::trace::spans;
 
 /// The modern contexts, by what their clients share.
 #[derive(Default)]
@@ -135,6 +138,8 @@ pub(crate) struct ModernRequest {
     pub(crate) param_headers: Vec<(String, String)>,
     /// The client's address, when the transport knows it.
     pub(crate) peer: Option<std::net::IpAddr>,
+    /// The trace context of its HTTP request's headers.
+    pub(crate) trace: Option<TraceContext>,
 }
 
 /// The answer to one modern request.
@@ -351,13 +356,33 @@ impl Gateway {
         out: Option<mpsc::Sender<String>>,
         abandoned: CancellationToken,
     ) -> ModernAnswer {
-        let ModernRequest { scope, principal, envelope, req, param_headers, peer } = request;
+        let ModernRequest { scope, principal, envelope, req, param_headers, peer, trace } = request;
         let id = req.id.clone();
         let log_level = requested_log_level(req.params.as_deref());
         if modern::is_removed(&req.method) {
             return ModernAnswer::error(Some(&id), code::METHOD_NOT_FOUND, "Method not found", None);
         }
-        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
+        if req.method == modern::DISCOVER {
+            let meta = meta::read(req.params.as_deref());
+            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            let span = spans::discover(&id, &RequestTrace { meta, header: trace, span: None });
+            let found = self.context(scope, principal, &envelope, peer, None).instrument(span.clone()).await;
+            spans::record_discovered(&span, found.as_ref().map(|(session, _)| session.key));
+            return match found {
+                Ok((session, _)) => {
+                    session.touch();
+                    ModernAnswer::of(&id, &Ok(discover(&session)), None)
+                }
+                Err(error) => ModernAnswer::of(&id, &self.rewriter().failure(&error, None), HttpHint::of(&error)),
+            };
+        }
+        // A context this request opens is part of the client's trace.
+        let opening = crate::telemetry::trace::on().then(|| {
+            let meta = meta::read(req.params.as_deref());
+            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            RequestTrace { meta, header: trace.clone(), span: None }
+        });
+        let (session, context) = match self.context(scope, principal, &envelope, peer, opening.as_ref()).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -365,9 +390,6 @@ impl Gateway {
             }
         };
         session.touch();
-        if req.method == modern::DISCOVER {
-            return ModernAnswer::of(&id, &Ok(discover(&session)), None);
-        }
         // A `requestState` of seawall's own resumes a parked call; any other (a modern
         // upstream's own) travels to the upstream with the retry, untouched.
         let retry = jsonrpc::view::<Retry>(req.params.as_deref()).unwrap_or_default();
@@ -387,7 +409,7 @@ impl Gateway {
             },
             None => {
                 let caller = ModernCaller { param_headers: Arc::from(param_headers), peer };
-                self.start(&session, context, req, caller)
+                self.start(&session, context, req, caller, trace)
             }
         };
         self.drive(call, &id, Relay { out, log_level }, abandoned).await
@@ -407,7 +429,7 @@ impl Gateway {
             let message = "Invalid params: subscriptions/listen needs params.notifications (an object)";
             return Err(ModernAnswer::error(Some(&id), code::INVALID_PARAMS, message, None));
         };
-        let (session, context) = match self.context(scope, principal, &envelope, peer).await {
+        let (session, context) = match self.context(scope, principal, &envelope, peer, None).await {
             Ok(found) => found,
             Err(error) => {
                 let reply = self.rewriter().failure(&error, None);
@@ -495,7 +517,14 @@ impl Gateway {
     }
 
     /// Starts a request in its own task, under an id of seawall's own.
-    fn start(self: &Arc<Self>, session: &Arc<Session>, context: String, req: Request, caller: ModernCaller) -> Call {
+    fn start(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        context: String,
+        req: Request,
+        caller: ModernCaller,
+        trace: Option<TraceContext>,
+    ) -> Call {
         let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
         let method = req.method.clone();
         let params = modern::strip_envelope(req.params);
@@ -505,7 +534,8 @@ impl Gateway {
         let gateway = Arc::clone(self);
         let task_session = Arc::clone(session);
         tokio::spawn(async move {
-            let answered = gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller)).await;
+            let answered =
+                gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller), trace).await;
             let _ = answer_tx.send(answered);
         });
         Call { session: Arc::clone(session), context, internal, method, events, answer }
@@ -564,6 +594,7 @@ impl Gateway {
         principal: Option<Arc<Principal>>,
         envelope: &Envelope,
         peer: Option<std::net::IpAddr>,
+        trace: Option<&RequestTrace>,
     ) -> Result<(Arc<Session>, String), GatewayError> {
         let key = format!(
             "{scope:?}\u{0}{}\u{0}{}\u{0}{}",
@@ -587,7 +618,10 @@ impl Gateway {
         let version = mcp_era::LATEST_LEGACY.to_owned();
         let session = self.new_session(scope.clone(), version, capabilities, info, principal, Front::Modern);
         session.mark_stateless();
-        self.connect_upstreams(&session).await;
+        // With tracing on, opening it (its upstream sessions) is a span: under the
+        // client's trace, or under the current span (a `server/discover`'s).
+        let span = spans::context(trace, session.key);
+        self.connect_upstreams(&session).instrument(span).await;
         if let Scope::Single(name) = &scope
             && let Some(Slot::Down(reason)) = session.slot(name)
         {

@@ -20,12 +20,30 @@ pub(crate) struct Meta {
     /// The client's progress token, if it wants progress notifications.
     #[serde(rename = "progressToken", default)]
     pub progress_token: Option<Value>,
+    /// The W3C trace parent (SEP-414), as sent.
+    #[serde(default)]
+    pub traceparent: Option<Value>,
+    /// The W3C trace state, as sent.
+    #[serde(default)]
+    pub tracestate: Option<Value>,
+}
+
+impl Meta {
+    /// The progress token, when it is one (a string or a number).
+    pub(crate) fn progress(&self) -> Option<Value> {
+        self.progress_token.clone().filter(|t| t.is_string() || t.is_number())
+    }
+}
+
+/// Reads the `_meta` of a request's params in one pass (empty when there is none).
+pub(crate) fn read(params: Option<&RawValue>) -> Meta {
+    jsonrpc::view::<CommonParams>(params).and_then(|c| c.meta).unwrap_or_default()
 }
 
 /// Reads the progress token of a request's params.
+#[cfg(test)]
 pub(crate) fn progress_token(params: Option<&RawValue>) -> Option<Value> {
-    let common: CommonParams = jsonrpc::view(params)?;
-    common.meta?.progress_token.filter(|t| t.is_string() || t.is_number())
+    read(params).progress()
 }
 
 /// Parameters parsed into an object for rewriting; `None` when params are absent or not an object.
@@ -92,5 +110,9 @@ mod tests {
         assert_eq!(new.get(), r#"{"name":"t","_meta":{"progressToken":9,"x":1},"z":1.50}"#);
         let none = jsonrpc::raw_from_str(r#"{"name":"t"}"#).unwrap();
         assert_eq!(progress_token(Some(&none)), None);
+        // A trace context of the wrong type loses nothing else.
+        let odd = jsonrpc::raw_from_str(r#"{"_meta":{"progressToken":1,"traceparent":5,"tracestate":[]}}"#).unwrap();
+        let meta = read(Some(&odd));
+        assert_eq!((meta.progress(), meta.traceparent), (Some(Value::from(1)), Some(Value::from(5))));
     }
 }

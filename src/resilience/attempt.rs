@@ -7,6 +7,12 @@
 //! (`seawall_upstream_attempt_duration_seconds`). A timeout is an `Err` here, so the breaker and retry
 //! layers above see it as a result like any other: [`GatewayError::Timeout`] when the
 //! request's deadline passed, [`GatewayError::AttemptTimeout`] when only this attempt's.
+//!
+//! With tracing on, each attempt runs in a span of its own (so retries are siblings
+//! under the request's span) and carries that span's trace context upstream; a process
+//! gets it in `params._meta`, replacing the client's. With tracing off, the client's own
+//! context goes on as it came, and a process, which has no headers, gets a context the
+//! client sent only in its HTTP headers in `_meta`.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -14,27 +20,35 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tower::{Layer, Service};
+use tracing::Instrument as _;
 
 use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::telemetry::metrics;
+use crate::telemetry::trace::{propagation, spans};
 
 /// Applies [`Attempt`] with one upstream's attempt timeout.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttemptLayer {
     timeout: Option<Duration>,
+    traced: bool,
 }
 
 impl AttemptLayer {
     /// Attempts of idempotent requests end after `timeout` without progress.
     pub fn new(timeout: Option<Duration>) -> AttemptLayer {
-        AttemptLayer { timeout }
+        AttemptLayer { timeout, traced: false }
+    }
+
+    /// The same layer, making a span of each attempt when `traced` (tracing is on).
+    pub fn traced(self, traced: bool) -> AttemptLayer {
+        AttemptLayer { traced, ..self }
     }
 }
 
 impl<S> Layer<S> for AttemptLayer {
     type Service = Attempt<S>;
     fn layer(&self, inner: S) -> Attempt<S> {
-        Attempt { inner, timeout: self.timeout }
+        Attempt { inner, timeout: self.timeout, traced: self.traced }
     }
 }
 
@@ -43,6 +57,28 @@ impl<S> Layer<S> for AttemptLayer {
 pub struct Attempt<S> {
     inner: S,
     timeout: Option<Duration>,
+    traced: bool,
+}
+
+/// Sets the trace context `req` carries upstream: the attempt span's when there is one
+/// (written into `_meta` for a process, and wherever the client had put its own), else
+/// the client's, written into `_meta` only for a process that would otherwise not get it.
+fn propagate(req: &mut UpstreamCall, span: Option<&tracing::Span>) {
+    let process = req.target.is_process();
+    let (context, into_meta) = match span.and_then(spans::context_of) {
+        Some(own) => {
+            let own = Arc::new(own);
+            req.trace.context = Some(Arc::clone(&own));
+            (Some(own), process || req.trace.in_meta)
+        }
+        None => (req.trace.context.clone(), process && !req.trace.in_meta),
+    };
+    if into_meta
+        && let Some(context) = context
+        && let Some(params) = propagation::with_meta(req.params.as_deref(), &context)
+    {
+        req.params = Some(Arc::from(params));
+    }
 }
 
 impl<S> Service<UpstreamCall> for Attempt<S>
@@ -71,10 +107,15 @@ where
         req.attempt_deadline = Some(attempt_deadline.map_or(req.clock.deadline(), |a| a.min(req.clock.deadline())));
         // Progress only matters when it restarts an attempt timeout.
         let mut progress = timeout.and_then(|_| req.events.activity().map(|a| a.progress()));
+        let span = self.traced.then(|| spans::attempt(&req));
+        if span.is_some() || req.trace.context.is_some() {
+            propagate(&mut req, span.as_ref());
+        }
         let (clock, target, upstream) = (Arc::clone(&req.clock), Arc::clone(&req.target), Arc::clone(&req.upstream));
         let timer = metrics::AttemptTimer::start(&upstream, &req.method);
         let fut = self.inner.call(req);
-        Box::pin(async move {
+        let recorded = span.clone();
+        let attempt = async move {
             tokio::pin!(fut);
             let result = loop {
                 let until = attempt_deadline.map_or(clock.deadline(), |a| a.min(clock.deadline()));
@@ -108,8 +149,15 @@ where
                 Ok(answer) => answer.outcome(),
                 Err(e) => e.class().outcome,
             });
+            if let Some(span) = &recorded {
+                spans::record_attempt(span, &result);
+            }
             result
-        })
+        };
+        match span {
+            Some(span) => Box::pin(attempt.instrument(span)),
+            None => Box::pin(attempt),
+        }
     }
 }
 

@@ -49,6 +49,7 @@ pub(crate) fn call_to(tool: Option<&str>, idempotent: bool, timeout: Duration) -
         endpoint: None,
         attempt_deadline: None,
         headers: Arc::from([]),
+        trace: Default::default(),
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use tower::ServiceExt;
 
 use super::{ArgumentsParams, NameParams, Router, UriParams};
-use crate::call::{Answer, Clock, EventSink, GatewayError, Reply, UpstreamCall};
+use crate::call::{Answer, CallTrace, Clock, EventSink, GatewayError, Reply, UpstreamCall};
 use crate::client::ClientRequest;
 use crate::jsonrpc;
 use crate::mcp::{method, modern};
@@ -152,6 +152,11 @@ impl Router {
             endpoint: None,
             attempt_deadline: None,
             headers: Arc::from(headers),
+            trace: CallTrace {
+                context: ctx.trace.parent().cloned().map(Arc::new),
+                in_meta: ctx.trace.meta.is_some(),
+                ..CallTrace::default()
+            },
         };
         handle.service.clone().oneshot(req).await
     }

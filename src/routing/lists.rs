@@ -11,7 +11,9 @@ use crate::call::{GatewayError, Reply};
 use crate::client::ClientRequest;
 use crate::jsonrpc;
 use crate::mcp::{meta, method};
+use crate::telemetry::trace::spans;
 use crate::upstream::registry::UpstreamHandle;
+use tracing::Instrument as _;
 
 /// The list methods and how their results are merged.
 pub(super) struct ListKind {
@@ -45,8 +47,13 @@ impl Router {
         capability: &str,
     ) -> Result<Reply, GatewayError> {
         let targets = self.with_capability(ctx, capability).await;
+        let span = spans::fan_out(method, targets.len());
         let calls = targets.iter().map(|h| self.forward(ctx, h, method, params.clone()));
-        let results = futures::future::join_all(calls).await;
+        let results = futures::future::join_all(calls).instrument(span.clone()).await;
+        if !span.is_none() {
+            let answered = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+            spans::record_fan_out(&span, answered, results.len() - answered);
+        }
         let mut first_failure = None;
         for result in results {
             match result {
@@ -110,7 +117,12 @@ impl Router {
             let params = (!p.is_empty() || params.is_some()).then(|| jsonrpc::to_raw(&p));
             async move { (handle, self.forward(ctx, handle, method, params).await) }
         });
-        let results = futures::future::join_all(calls).await;
+        let span = spans::fan_out(method, targets.len());
+        let results = futures::future::join_all(calls).instrument(span.clone()).await;
+        if !span.is_none() {
+            let answered = results.iter().filter(|(_, r)| matches!(r, Ok(Ok(_)))).count();
+            spans::record_fan_out(&span, answered, results.len() - answered);
+        }
 
         let mut items = Vec::new();
         let mut next = cursor::Cursors::new();

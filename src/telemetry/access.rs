@@ -1,7 +1,9 @@
 //! The access log (`access_log:`): one line per client request, outermost in the client
-//! stack — when it was answered, how long it took, which session and principal asked,
-//! the method, tool and id, and what became of it (outcome, JSON-RPC error code, HTTP
-//! status of a refusal, correlation id). JSON lines, or readable text on a terminal.
+//! stack after the request's span — when it was answered, how long it took, which
+//! session and principal asked, the method, tool and id, what became of it (outcome,
+//! JSON-RPC error code, HTTP status of a refusal, correlation id), and the trace: the
+//! trace and span id of seawall's span when tracing is on, the trace id the client sent
+//! when it sent one. JSON lines, or readable text on a terminal.
 //!
 //! Lines go to a bounded queue that a thread of their own writes (to stderr or a file),
 //! so a slow disk never slows a request; a line that does not fit is dropped and counted
@@ -21,6 +23,7 @@ use crate::call::{BoxFuture, Reply};
 use crate::client::{Answered, ClientRequest};
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::jsonrpc;
+use crate::telemetry::trace::propagation::TraceContext;
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 8192;
@@ -81,6 +84,9 @@ impl AccessLog {
             code,
             status,
             correlation_id,
+            trace_id: request.span.map(TraceContext::trace_id_hex),
+            span_id: request.span.map(TraceContext::span_id_hex),
+            client_trace_id: request.client_trace.map(TraceContext::trace_id_hex),
             duration_ms: request.started.elapsed().as_secs_f64() * 1000.0,
         };
         self.write(&entry);
@@ -111,6 +117,10 @@ pub(crate) struct Recorded<'a> {
     pub(crate) tool: Option<&'a str>,
     /// The client's id.
     pub(crate) id: &'a RawValue,
+    /// seawall's span for the request, when tracing is on.
+    pub(crate) span: Option<&'a TraceContext>,
+    /// The trace context the client sent, if any.
+    pub(crate) client_trace: Option<&'a TraceContext>,
 }
 
 /// One access line.
@@ -131,6 +141,12 @@ struct Entry<'a> {
     status: Option<u16>,
     #[serde(rename = "correlationId", skip_serializing_if = "Option::is_none")]
     correlation_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    span_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_trace_id: Option<String>,
     duration_ms: f64,
 }
 
@@ -151,6 +167,9 @@ impl Entry<'_> {
             ("code", self.code.map(|c| c.to_string())),
             ("status", self.status.map(|s| s.to_string())),
             ("correlation_id", self.correlation_id.clone()),
+            ("trace_id", self.trace_id.clone()),
+            ("span_id", self.span_id.clone()),
+            ("client_trace_id", self.client_trace_id.clone()),
         ] {
             if let Some(value) = value {
                 line.push_str(&format!(" {key}={value}"));
@@ -230,11 +249,21 @@ where
         let method_name = Arc::clone(&req.method);
         let tool = req.tool.clone();
         let id = req.id.clone();
+        let span = req.trace.span.clone();
+        let client_trace = req.trace.parent().cloned();
         let fut = self.inner.call(req);
         Box::pin(async move {
             let Ok(answered) = fut.await;
-            let request =
-                Recorded { started, session, principal, method: &method_name, tool: tool.as_deref(), id: id.raw() };
+            let request = Recorded {
+                started,
+                session,
+                principal,
+                method: &method_name,
+                tool: tool.as_deref(),
+                id: id.raw(),
+                span: span.as_ref(),
+                client_trace: client_trace.as_ref(),
+            };
             log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
             Ok(answered)
         })

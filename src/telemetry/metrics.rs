@@ -25,6 +25,9 @@ pub(crate) const LOAD_SHED: &str = "seawall_load_shed_total";
 pub(crate) const RATE_LIMITED: &str = "seawall_rate_limited_total";
 /// Access log lines dropped because the writer fell behind.
 pub(crate) const ACCESS_LOG_DROPPED: &str = "seawall_access_log_dropped_total";
+/// Finished spans dropped instead of exported, by reason (`queue_full`: the export
+/// queue was full; `export_failed`: the collector refused or did not answer).
+pub(crate) const TRACE_SPANS_DROPPED: &str = "seawall_trace_spans_dropped_total";
 /// Cacheable requests looked up in the response cache, by result (`hit`, `miss`).
 pub(crate) const CACHE: &str = "seawall_cache_lookups_total";
 /// Failures rewritten into answers, by origin (client, policy, upstream_transport, ...).
@@ -112,6 +115,7 @@ fn describe() {
     metrics::describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker transitions, by new state.");
     metrics::describe_counter!(LOAD_SHED, "Requests refused by load shedding.");
     metrics::describe_counter!(ACCESS_LOG_DROPPED, "Access log lines dropped because the writer fell behind.");
+    metrics::describe_counter!(TRACE_SPANS_DROPPED, "Finished spans dropped instead of exported, by reason.");
     metrics::describe_counter!(CACHE, "Cacheable requests looked up in the response cache, by result.");
     metrics::describe_counter!(ERRORS_REWRITTEN, "Failures rewritten into answers, by origin.");
     metrics::describe_gauge!(SESSIONS, "Live client sessions.");
@@ -163,6 +167,9 @@ pub(crate) fn zero(upstreams: &[&str]) {
         counter!(CACHE, "result" => result).absolute(0);
     }
     counter!(ACCESS_LOG_DROPPED).absolute(0);
+    for reason in ["queue_full", "export_failed"] {
+        counter!(TRACE_SPANS_DROPPED, "reason" => reason).absolute(0);
+    }
 }
 
 /// One answered client request.
@@ -318,6 +325,11 @@ pub(crate) fn access_log_dropped() {
     counter!(ACCESS_LOG_DROPPED).increment(1);
 }
 
+/// `n` finished spans dropped for `reason` (`queue_full` or `export_failed`).
+pub(crate) fn trace_spans_dropped(reason: &'static str, n: u64) {
+    counter!(TRACE_SPANS_DROPPED, "reason" => reason).increment(n);
+}
+
 /// A lookup in the response cache (`hit` or `miss`).
 pub(crate) fn cache(result: &'static str) {
     counter!(CACHE, "result" => result).increment(1);
@@ -360,6 +372,7 @@ mod tests {
             RATE_LIMITED,
             CACHE,
             ACCESS_LOG_DROPPED,
+            TRACE_SPANS_DROPPED,
             ERRORS_REWRITTEN,
             SESSIONS,
             UPSTREAM_RESTARTS,

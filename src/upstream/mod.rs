@@ -22,8 +22,20 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::call::{EventSink, UpstreamEvent};
+use crate::call::{EventSink, UpstreamCall, UpstreamEvent};
 use crate::mcp::{meta, method};
+use crate::telemetry::trace::propagation::{TRACEPARENT, TRACESTATE};
+
+/// The `traceparent` and `tracestate` headers of a call's trace context, for an HTTP
+/// upstream (none when it has none).
+pub(crate) fn trace_headers(call: &UpstreamCall) -> Vec<(String, String)> {
+    let Some(context) = &call.trace.context else { return Vec::new() };
+    let mut headers = vec![(TRACEPARENT.to_owned(), context.traceparent())];
+    if let Some(state) = context.state() {
+        headers.push((TRACESTATE.to_owned(), state.to_owned()));
+    }
+    headers
+}
 
 /// State every link has: who hears unrelated events, and where progress goes.
 #[derive(Default)]

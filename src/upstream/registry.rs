@@ -10,6 +10,8 @@ use super::stdio::{StdioLink, StdioUpstream};
 use crate::call::{Link, UpstreamError, UpstreamService};
 use crate::mcp::init::InitParams;
 use crate::resilience::load_shed::Slots;
+use crate::telemetry::trace::spans;
+use tracing::Instrument as _;
 
 /// How an upstream is reached.
 pub enum Connector {
@@ -40,8 +42,24 @@ pub struct UpstreamHandle {
 
 impl UpstreamHandle {
     /// Opens (or, for a shared process, joins) a session with the upstream on behalf of a
-    /// client session whose client declared `init`.
+    /// client session whose client declared `init`; with tracing on, opening one is a
+    /// span (a child of the request that needed it).
     pub(crate) async fn connect(&self, init: &InitParams) -> Result<Link, UpstreamError> {
+        // Joining the shared process opens nothing: its own handshake is a trace of its own.
+        let span = match self.connector {
+            Connector::SharedStdio(_) => tracing::Span::none(),
+            Connector::PerSessionStdio(..) => spans::connect(&self.name, true),
+            Connector::Http(_) | Connector::Sse(_) => spans::connect(&self.name, false),
+        };
+        let opened = self.open(init).instrument(span.clone()).await;
+        if !span.is_none() {
+            let version = opened.as_ref().map(|link| link.init_result().map(|init| init.protocol_version.clone()));
+            spans::record_connected(&span, version.as_ref().map(Option::as_deref).map_err(|e| *e));
+        }
+        opened
+    }
+
+    async fn open(&self, init: &InitParams) -> Result<Link, UpstreamError> {
         match &self.connector {
             Connector::Http(pool) if pool.len() > 1 => {
                 let link: Link = PoolLink::connect(Arc::clone(pool), init.clone()).await?;

@@ -92,6 +92,12 @@ impl Seawall {
 
     /// Like [`Seawall::start`], with extra command-line arguments.
     pub async fn start_with_args(config_yaml: &str, extra_args: &[&str]) -> Seawall {
+        Seawall::start_with(config_yaml, extra_args, &[]).await
+    }
+
+    /// Like [`Seawall::start_with_args`], with environment variables. `OTEL_*` variables
+    /// of the test's own environment are never passed on: only those in `env`.
+    pub async fn start_with(config_yaml: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Seawall {
         let dir = TestDir::new("seawall");
         let config_path = dir.write("seawall.yaml", config_yaml);
         let mut cmd = Command::new(seawall_bin());
@@ -102,6 +108,12 @@ impl Seawall {
             .args(extra_args)
             .current_dir(dir.path())
             .env("RUST_BACKTRACE", "1");
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.envs(env.iter().copied());
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }

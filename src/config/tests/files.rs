@@ -85,4 +85,5 @@ fn example_yaml_documents_every_default() {
     let stdio_defaults = super::super::UpstreamConfig::default();
     assert_eq!(files.restart, stdio_defaults.restart);
     assert_eq!(files.shutdown_grace, stdio_defaults.shutdown_grace);
+    assert_eq!(config.tracing, defaults.tracing, "the tracing keys written are the defaults");
 }

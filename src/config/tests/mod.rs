@@ -8,6 +8,7 @@ mod files;
 mod guards;
 mod load;
 mod locate;
+mod trace;
 mod validation;
 
 use super::{Config, ConfigError, ConfigIssue};

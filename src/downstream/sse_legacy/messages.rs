@@ -23,6 +23,7 @@ use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
 use crate::session::Scope;
 use crate::session::cancelled::Tracked;
+use crate::telemetry::trace::propagation;
 
 /// Takes one POST on `scope`'s messages URL.
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, uri: &Uri, body: Body) -> Response {
@@ -99,8 +100,9 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
             Some(session) => {
                 let tracked = channel.inflight.track(&req.id);
                 let (gateway, channel) = (Arc::clone(gateway), Arc::clone(channel));
+                let trace = propagation::from_headers(&cx.headers);
                 tokio::spawn(async move {
-                    let answer = gateway.handle_request(&session, req, Some(channel.sender())).await;
+                    let answer = gateway.handle_request(&session, req, Some(channel.sender()), trace).await;
                     // The receiver of `notifications/cancelled` sends nothing for that request.
                     if tracked.as_ref().is_some_and(Tracked::cancelled) {
                         tracing::debug!(session = session.key, "withheld the answer to a request the client cancelled");
@@ -137,9 +139,10 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
 fn initialize(cx: &Cx<'_>, channel: &Arc<Channel>, req: jsonrpc::Request) {
     let (gateway, channel) = (Arc::clone(&cx.st.gateway), Arc::clone(channel));
     let (peer, principal) = (cx.info.peer.map(|p| p.ip()), cx.principal.clone());
+    let trace = propagation::from_headers(&cx.headers);
     tokio::spawn(async move {
         let (body, opened) = match gateway
-            .initialize(channel.scope.clone(), &req, peer, principal, crate::session::Front::Sse)
+            .initialize(channel.scope.clone(), &req, peer, principal, crate::session::Front::Sse, trace)
             .await
         {
             Ok((session, result)) => {

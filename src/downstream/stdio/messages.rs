@@ -118,7 +118,7 @@ impl Conn {
         let client = &self.client;
         let opened = self
             .gateway
-            .initialize(client.scope.clone(), &req, None, client.principal.clone(), crate::session::Front::Stdio)
+            .initialize(client.scope.clone(), &req, None, client.principal.clone(), crate::session::Front::Stdio, None)
             .await;
         match opened {
             Ok((session, result)) => {
@@ -155,7 +155,7 @@ impl Conn {
         let gateway = Arc::clone(&self.gateway);
         let out = self.out.clone();
         self.tasks.spawn(async move {
-            let answer = gateway.handle_request(&session, req, Some(out.sender())).await;
+            let answer = gateway.handle_request(&session, req, Some(out.sender()), None).await;
             if tracked.as_ref().is_some_and(Tracked::cancelled) {
                 tracing::debug!(session = session.key, "withheld the answer to a request the client cancelled");
                 return;
@@ -197,7 +197,7 @@ impl Conn {
         let gateway = Arc::clone(&self.gateway);
         let out = self.out.clone();
         self.tasks.spawn(async move {
-            let runs = requests.into_iter().map(|req| gateway.handle_request(&session, req, Some(out.sender())));
+            let runs = requests.into_iter().map(|req| gateway.handle_request(&session, req, Some(out.sender()), None));
             answers.extend(futures::future::join_all(runs).await.into_iter().map(|a| a.body));
             out.send(format!("[{}]", answers.join(","))).await;
         });

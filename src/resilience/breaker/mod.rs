@@ -87,12 +87,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: UpstreamCall) -> Self::Future {
+    fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let admission = match self.admit(&req) {
             Ok(admission) => admission,
             Err(refused) => return Box::pin(std::future::ready(Err(refused))),
         };
         let probe_timeout = admission.probing().then_some(self.cfg.probe_timeout);
+        req.trace.breaker = Some(if probe_timeout.is_some() { "half_open" } else { "closed" });
         let upstream = Arc::clone(&req.upstream);
         let target = Arc::clone(&req.target);
         let fut = self.inner.call(req);

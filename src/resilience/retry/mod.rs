@@ -83,6 +83,7 @@ where
             let mut attempt = 1;
             loop {
                 let relayed_before = relayed(&req);
+                req.trace.attempt = attempt;
                 let result = inner.clone().oneshot(req.clone()).await;
                 let Err(error) = &result else { return result };
                 let class = error.class();
@@ -120,6 +121,7 @@ where
                 if let Some(endpoint) = error.endpoint() {
                     req.avoid.push(endpoint);
                 }
+                req.trace.retry_reason = Some(class.retry_reason);
                 tokio::time::sleep(delay).await;
                 attempt += 1;
             }

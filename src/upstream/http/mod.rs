@@ -397,6 +397,7 @@ impl HttpLink {
             return self.call_modern(call, &state).await;
         }
         let mut reinitialised = false;
+        let trace = super::trace_headers(call);
         loop {
             let state = self.snapshot();
             let id = fresh_id();
@@ -408,7 +409,7 @@ impl HttpLink {
                 }
             });
             let outcome = async {
-                let resp = self.post(body, &state).await?;
+                let resp = self.post_with(body, &state, &trace).await?;
                 self.read_answer(resp, &id, Some(&call.events), &state).await
             }
             .await;

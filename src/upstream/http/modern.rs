@@ -167,6 +167,7 @@ impl HttpLink {
             headers.push((era::NAME_HEADER.to_owned(), name));
         }
         headers.extend(call.headers.iter().cloned());
+        headers.extend(super::super::trace_headers(call));
         for _ in 0..MAX_ROUNDS {
             let id = fresh_id();
             let body = jsonrpc::encode_request(&id, &call.method, Some(&params));

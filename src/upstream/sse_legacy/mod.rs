@@ -207,7 +207,7 @@ impl SseLink {
         let (link, weak_conn, sent) = (self.me.clone(), Arc::downgrade(&conn), id.clone());
         let mut guard = CancelGuard::new(move |abandoned| end_call(&link, &weak_conn, sent, abandoned));
         let body = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
-        if let Err(e) = self.post(&conn, body).await {
+        if let Err(e) = self.post_with(&conn, body, &super::trace_headers(call)).await {
             // Refused or not delivered: there is nothing upstream to cancel.
             guard.disarm();
             return Err(e);
@@ -226,16 +226,21 @@ impl SseLink {
     /// POSTs one message to the stream's endpoint. Any 2xx is success (servers answer 202);
     /// a 404 means the upstream forgot the session, so the stream is reopened.
     async fn post(&self, conn: &Conn, body: String) -> Result<(), UpstreamError> {
-        let resp = self
+        self.post_with(conn, body, &[]).await
+    }
+
+    /// [`SseLink::post`] with extra headers (a call's trace context).
+    async fn post_with(&self, conn: &Conn, body: String, extra: &[(String, String)]) -> Result<(), UpstreamError> {
+        let mut req = self
             .up
             .client
             .post(conn.endpoint.clone())
             .headers(self.up.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::from_reqwest(&e))?;
+            .header(CONTENT_TYPE, "application/json");
+        for (name, value) in extra {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let resp = req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());

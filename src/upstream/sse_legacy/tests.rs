@@ -57,6 +57,7 @@ fn request(
         endpoint: None,
         attempt_deadline: None,
         headers: Arc::from([]),
+        trace: Default::default(),
     };
     (call, rx)
 }

@@ -274,6 +274,10 @@ impl Transport for StdioLink {
         Box::pin(self.call(call))
     }
 
+    fn is_process(&self) -> bool {
+        true
+    }
+
     fn notify(&self, n: Notification) -> BoxFuture<'_, Result<(), UpstreamError>> {
         Box::pin(StdioLink::notify(self, n))
     }

@@ -20,6 +20,8 @@ use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::init::InitResult;
 use crate::mcp::method;
 use crate::ndjson::{Line, read_line_bounded};
+use crate::telemetry::trace::spans;
+use tracing::Instrument as _;
 
 /// A process that served this long after its handshake was healthy: the next restart
 /// comes after the base delay, not a longer one. Only a process that keeps dying before
@@ -56,7 +58,15 @@ pub(super) async fn supervise(weak: Weak<StdioLink>) {
 async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     link.set_state(ProcState::Starting);
     let up = &link.up;
-    let (mut child, proc) = match spawn(link).await {
+    // A shared process belongs to no client request: with tracing on, its handshake is
+    // a trace of its own (a per-session one's is inside the session's `initialize` span).
+    let spawned = {
+        let span = if link.offers_client_features { tracing::Span::none() } else { spans::connect(&up.name, true) };
+        let spawned = spawn(link).instrument(span.clone()).await;
+        spans::record_connected(&span, spawned.as_ref().map(|(_, proc)| Some(proc.init.protocol_version.as_str())));
+        spawned
+    };
+    let (mut child, proc) = match spawned {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
