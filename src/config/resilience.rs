@@ -47,7 +47,8 @@ pub struct BreakerConfig {
     pub min_calls: u32,
     /// Failure rate in the window that opens the breaker (0–1). Default `0.5`.
     pub failure_rate: f64,
-    /// Consecutive failures that open the breaker regardless of the window (count). Default `5`.
+    /// Consecutive failures that open the breaker regardless of the rate (count); a
+    /// success, or a gap longer than `window` between two failures, ends a run. Default `5`.
     pub consecutive_failures: u32,
     /// First open period (duration). Default `5s`. Doubles (with jitter) on each re-open.
     #[serde(rename = "break", with = "humantime_serde")]

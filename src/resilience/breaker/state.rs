@@ -203,6 +203,9 @@ struct Inner {
     phase: Phase,
     window: Window,
     consecutive: u32,
+    /// When the last failure was counted: a run of failures ends with a success, or
+    /// with a gap between two failures longer than the window.
+    last_failure: Option<Instant>,
     /// Opens since the breaker last closed: sets the length of the next break.
     opens: u32,
     /// Bumped on every transition; permits of an older epoch are not counted.
@@ -221,6 +224,7 @@ impl Inner {
             phase: Phase::Closed,
             window: Window::new(cfg.window, now),
             consecutive: 0,
+            last_failure: None,
             opens: 0,
             epoch: 0,
             entered: now,
@@ -307,7 +311,17 @@ impl Inner {
             Outcome::Failure => true,
         };
         self.window.record(now, failure, v.slow);
-        self.consecutive = if failure { self.consecutive.saturating_add(1) } else { 0 };
+        // Failures far apart (no call between them for longer than the window) are not
+        // a run: a tool called once an hour does not open on its fifth failure of a day.
+        let stale = self.last_failure.is_some_and(|at| now.saturating_duration_since(at) > self.cfg.window);
+        self.consecutive = match (failure, stale) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => self.consecutive.saturating_add(1),
+        };
+        if failure {
+            self.last_failure = Some(now);
+        }
         self.trip_reason(now, failure, v.slow).map(|reason| self.open(now, reason))
     }
 

@@ -29,6 +29,18 @@ fn open(b: &Arc<Breaker>) -> Duration {
 }
 
 #[tokio::test(start_paused = true)]
+async fn failures_further_apart_than_the_window_are_no_run() {
+    let b = breaker(BreakerConfig { failure_rate: 1.1, ..cfg() });
+    for _ in 0..5 {
+        record(&b, &[FAILURE]);
+        advance(cfg().window + Duration::from_secs(1)).await;
+    }
+    assert_eq!(b.state(), State::Closed, "five failures, each alone in its window");
+    record(&b, &[FAILURE, FAILURE, FAILURE]);
+    assert_eq!(b.state(), State::Open, "three within the window are a run");
+}
+
+#[tokio::test(start_paused = true)]
 async fn opens_after_consecutive_failures() {
     // A failure rate above 100% never opens it: only the consecutive count does.
     let b = breaker(BreakerConfig { failure_rate: 1.1, ..cfg() });
