@@ -318,6 +318,29 @@ pub(crate) fn to_raw<T: Serialize>(value: &T) -> Box<RawValue> {
     RawValue::from_string(to_json(value)).unwrap_or_else(|_| null_raw())
 }
 
+/// What the telemetry reads of a JSON-RPC error object: its code, message and the
+/// correlation id seawall puts in `data`.
+#[derive(Deserialize)]
+pub(crate) struct ErrorView {
+    /// `code`.
+    #[serde(default)]
+    pub(crate) code: Option<i64>,
+    /// `message`.
+    #[serde(default)]
+    pub(crate) message: Option<String>,
+    /// `data`, for its correlation id.
+    #[serde(default)]
+    pub(crate) data: Option<ErrorData>,
+}
+
+/// The part of an error's `data` the telemetry reads.
+#[derive(Deserialize)]
+pub(crate) struct ErrorData {
+    /// `correlationId`.
+    #[serde(rename = "correlationId", default)]
+    pub(crate) correlation_id: Option<String>,
+}
+
 /// Parses a raw value into a typed view; `None` when it does not fit.
 pub(crate) fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())

@@ -182,20 +182,9 @@ impl Entry<'_> {
 
 /// The JSON-RPC error code and correlation id of an error answer.
 fn error_of(reply: &Reply) -> (Option<i64>, Option<String>) {
-    #[derive(serde::Deserialize)]
-    struct Error {
-        code: i64,
-        #[serde(default)]
-        data: Option<ErrorData>,
-    }
-    #[derive(serde::Deserialize)]
-    struct ErrorData {
-        #[serde(rename = "correlationId", default)]
-        correlation_id: Option<String>,
-    }
     let Err(error) = reply else { return (None, None) };
-    let error = jsonrpc::view::<Error>(Some(error));
-    let code = error.as_ref().map(|e| e.code);
+    let error = jsonrpc::view::<jsonrpc::ErrorView>(Some(error));
+    let code = error.as_ref().and_then(|e| e.code);
     (code, error.and_then(|e| e.data).and_then(|d| d.correlation_id))
 }
 

@@ -129,3 +129,14 @@ impl Drop for ProgressGuard {
         self.routes.routes.lock().remove(&self.key);
     }
 }
+
+/// The static headers of an HTTP upstream (`headers:`), as its requests carry them.
+pub(crate) fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<::http::header::HeaderMap> {
+    let mut map = ::http::header::HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(::http::header::HeaderName::from_bytes(k.as_bytes())?, ::http::header::HeaderValue::from_str(v)?);
+    }
+    Ok(map)
+}

@@ -3,7 +3,6 @@
 //! recorded on it; the span's ids go into the request, for the access log below.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
@@ -47,11 +46,10 @@ where
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
         let span = spans::request(&req);
         req.trace.span = context_of(&span);
-        let method_name = Arc::clone(&req.method);
         let fut = span.in_scope(|| self.inner.call(req));
         Box::pin(async move {
             let Ok(answered) = fut.instrument(span.clone()).await;
-            spans::record_reply(&span, &method_name, &answered.reply, Some(answered.outcome));
+            spans::record_reply(&span, &answered.reply, answered.outcome);
             Ok(answered)
         })
     }

@@ -166,45 +166,19 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
     span
 }
 
-#[derive(serde::Deserialize)]
-struct ErrorView {
-    #[serde(default)]
-    code: Option<i64>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    data: Option<ErrorData>,
-}
-
-#[derive(serde::Deserialize)]
-struct ErrorData {
-    #[serde(rename = "correlationId", default)]
-    correlation_id: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct ToolResult {
-    #[serde(rename = "isError", default)]
-    is_error: bool,
-}
-
 /// Records the answer to a client request: for an error its code (`error.type`,
 /// `rpc.response.status_code`) and message (the status), for a tool result with
 /// `isError` the conventions' `tool_error`; and the `outcome` label of the metrics.
-pub(crate) fn record_reply(span: &Span, method_name: &str, reply: &Reply, failure: Option<&'static str>) {
-    let outcome = match reply {
-        Ok(result) if method_name == method::TOOLS_CALL => {
-            if jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error) {
-                span.record("error.type", "tool_error");
-                span.record("otel.status_code", "error");
-                "tool_error"
-            } else {
-                "ok"
-            }
+pub(crate) fn record_reply(span: &Span, reply: &Reply, outcome: &'static str) {
+    match reply {
+        Ok(_) if outcome == "ok" => {}
+        // A tool's own `isError` result, or a failure answered as one.
+        Ok(_) => {
+            span.record("error.type", outcome);
+            span.record("otel.status_code", "error");
         }
-        Ok(_) => "ok",
         Err(error) => {
-            let error = jsonrpc::view::<ErrorView>(Some(error));
+            let error = jsonrpc::view::<jsonrpc::ErrorView>(Some(error));
             let code = error.as_ref().and_then(|e| e.code);
             let code = code.map_or_else(|| "_OTHER".to_owned(), |c| c.to_string());
             span.record("error.type", code.as_str());
@@ -216,10 +190,9 @@ pub(crate) fn record_reply(span: &Span, method_name: &str, reply: &Reply, failur
             if let Some(cid) = error.and_then(|e| e.data).and_then(|d| d.correlation_id) {
                 span.record("seawall.correlation_id", crate::sanitize::ident(&cid));
             }
-            "error"
         }
-    };
-    span.record("seawall.outcome", failure.unwrap_or(outcome));
+    }
+    span.record("seawall.outcome", outcome);
 }
 
 /// The span of one attempt of `call` upstream; the retry and breaker layers above said
@@ -297,7 +270,7 @@ pub(crate) fn record_attempt(span: &Span, result: &Result<Answer, GatewayError>)
             span.record("error.type", code.as_str());
             span.record("rpc.response.status_code", code.as_str());
             span.record("otel.status_code", "error");
-            if let Some(message) = jsonrpc::view::<ErrorView>(Some(raw)).and_then(|e| e.message) {
+            if let Some(message) = jsonrpc::view::<jsonrpc::ErrorView>(Some(raw)).and_then(|e| e.message) {
                 span.record("otel.status_description", crate::sanitize::text(&message));
             }
             answer.outcome()

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use tokio::task::AbortHandle;
 
 use parking_lot::Mutex;
@@ -81,10 +81,7 @@ impl HttpUpstream {
         connect_timeout: Duration,
         max_message_bytes: usize,
     ) -> anyhow::Result<HttpUpstream> {
-        let mut map = HeaderMap::new();
-        for (k, v) in headers {
-            map.insert(HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
-        }
+        let map = super::header_map(headers)?;
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))

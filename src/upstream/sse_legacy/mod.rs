@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderMap};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::AbortHandle;
@@ -53,10 +53,7 @@ impl SseUpstream {
         connect_timeout: Duration,
         max_message_bytes: usize,
     ) -> anyhow::Result<SseUpstream> {
-        let mut map = HeaderMap::new();
-        for (k, v) in headers {
-            map.insert(HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
-        }
+        let map = super::header_map(headers)?;
         // No overall timeout: the event stream lives as long as the session. Keep-alive
         // probes notice a peer that vanished without closing the connection.
         let client = reqwest::Client::builder()
