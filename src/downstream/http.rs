@@ -11,11 +11,12 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::listener::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
+use super::run_to_end::RunToEnd;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Id, code};
 use crate::policy::Principal;
@@ -147,24 +148,21 @@ pub(super) struct Final {
     pub(super) withheld: bool,
 }
 
-/// Runs `run` in its own task and answers with its JSON response, or — as soon as a
-/// message arrives on `out_rx` before the response — with an SSE stream of those
-/// messages and then the response. `abandon`, when given, fires if the client goes away
-/// before the response was handed over (the handler or the stream is dropped).
+/// Runs `run` to its end (see [`RunToEnd`]) and answers with its JSON response, or — as
+/// soon as a message arrives on `out_rx` before the response — with an SSE stream of
+/// those messages and then the response. `abandon`, when given, fires if the client goes
+/// away before the response was handed over (the handler or the stream is dropped).
 pub(super) async fn json_or_stream(
     run: impl std::future::Future<Output = Final> + Send + 'static,
     mut out_rx: mpsc::Receiver<String>,
     id: Id,
     abandon: Option<tokio_util::sync::DropGuard>,
 ) -> Response {
-    let (final_tx, mut final_rx) = oneshot::channel::<Final>();
-    tokio::spawn(async move {
-        let _ = final_tx.send(run.await);
-    });
+    let mut run = RunToEnd::new(run);
     let first = tokio::select! {
         biased;
         Some(message) = out_rx.recv() => Some(message),
-        response = &mut final_rx => {
+        response = &mut run => {
             if let Some(guard) = abandon {
                 guard.disarm();
             }
@@ -173,17 +171,19 @@ pub(super) async fn json_or_stream(
                     // Something preceded the answer after all: stream both.
                     let tail = futures::stream::once(async move { message })
                         .chain(tokio_stream::wrappers::ReceiverStream::new(out_rx))
-                        .chain(futures::stream::iter(response.ok().map(|a| a.body)));
+                        .chain(futures::stream::iter(response.map(|a| a.body)));
                     return sse_response(tail);
                 }
                 Err(_) => return json_final(response, &id),
             }
         }
     };
+    // From here on the request runs beside its stream, which ends only when it does.
+    let answer = tokio::spawn(run);
     let head = futures::stream::iter(first);
     let rest = tokio_stream::wrappers::ReceiverStream::new(out_rx);
     let last = futures::stream::once(async move {
-        let body = final_rx.await.map(|a| a.body).unwrap_or_else(|_| internal_error(&id));
+        let body = answer.await.ok().flatten().map(|a| a.body).unwrap_or_else(|| internal_error(&id));
         if let Some(guard) = abandon {
             guard.disarm();
         }
@@ -192,11 +192,12 @@ pub(super) async fn json_or_stream(
     sse_response(head.chain(rest).chain(last))
 }
 
-/// The JSON answer of a request whose response came before anything else.
-pub(super) fn json_final(response: Result<Final, oneshot::error::RecvError>, id: &Id) -> Response {
+/// The JSON answer of a request whose response came before anything else (`None`: the
+/// request's work failed without one).
+pub(super) fn json_final(response: Option<Final>, id: &Id) -> Response {
     match response {
-        Ok(Final { withheld: true, .. }) => sse_headers(Response::new(Body::empty())),
-        Ok(Final { body, status, retry_after, withheld: false }) => {
+        Some(Final { withheld: true, .. }) => sse_headers(Response::new(Body::empty())),
+        Some(Final { body, status, retry_after, withheld: false }) => {
             let mut resp = json_response(status, body);
             if let Some(after) = retry_after {
                 let after = after.as_secs().max(1);
@@ -204,7 +205,7 @@ pub(super) fn json_final(response: Result<Final, oneshot::error::RecvError>, id:
             }
             resp
         }
-        Err(_) => json_response(StatusCode::OK, internal_error(id)),
+        None => json_response(StatusCode::OK, internal_error(id)),
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) mod listener;
 mod modern;
 pub(crate) mod refusal;
 mod resumable;
+mod run_to_end;
 pub(crate) mod sse_legacy;
 pub(crate) mod stdio;
 mod streamable_http;

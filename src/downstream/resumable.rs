@@ -22,10 +22,11 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::http::{Cx, Final, KEEP_ALIVE, internal_error, json_final, sse_headers};
 use super::refusal::Refusal;
+use super::run_to_end::RunToEnd;
 use crate::jsonrpc::Id;
 use crate::session::Session;
 use crate::session::replay::{self, AttachError, EventId, Reader, ResumableStream, Start};
@@ -33,10 +34,10 @@ use crate::session::replay::{self, AttachError, EventId, Reader, ResumableStream
 /// The header a reconnecting client names its last event in.
 const LAST_EVENT_ID: &str = "last-event-id";
 
-/// Runs `run` in its own task and answers with its JSON response, or — as soon as a
-/// message arrives on `out_rx` before the response — with a resumable SSE stream of
-/// those messages and then the response. The request runs to its end whether or not
-/// the client stays: its messages wait in the stream for a resume.
+/// Runs `run` to its end (see [`RunToEnd`]) and answers with its JSON response, or — as
+/// soon as a message arrives on `out_rx` before the response — with a resumable SSE
+/// stream of those messages and then the response. The request runs to its end whether
+/// or not the client stays: its messages wait in the stream for a resume.
 pub(super) async fn json_or_stream(
     cx: &Cx<'_>,
     session: &Arc<Session>,
@@ -44,21 +45,18 @@ pub(super) async fn json_or_stream(
     mut out_rx: mpsc::Receiver<String>,
     id: Id,
 ) -> Response {
-    let (final_tx, mut final_rx) = oneshot::channel::<Final>();
-    tokio::spawn(async move {
-        let _ = final_tx.send(run.await);
-    });
+    let mut run = RunToEnd::new(run);
     let first = tokio::select! {
         biased;
         Some(message) = out_rx.recv() => Ok(message),
-        response = &mut final_rx => Err(response),
+        response = &mut run => Err(response),
     };
     let (first, answer): (String, AnswerFuture) = match first {
         Ok(message) => {
             let answer = async move {
-                match final_rx.await {
-                    Ok(a) => (!a.withheld).then_some(a.body),
-                    Err(_) => Some(internal_error(&id)),
+                match run.await {
+                    Some(a) => (!a.withheld).then_some(a.body),
+                    None => Some(internal_error(&id)),
                 }
             };
             (message, Box::pin(answer))
@@ -67,8 +65,8 @@ pub(super) async fn json_or_stream(
             // Something preceded the answer after all: stream both.
             Ok(message) => {
                 let answer = match response {
-                    Ok(a) => (!a.withheld).then_some(a.body),
-                    Err(_) => Some(internal_error(&id)),
+                    Some(a) => (!a.withheld).then_some(a.body),
+                    None => Some(internal_error(&id)),
                 };
                 (message, Box::pin(futures::future::ready(answer)))
             }

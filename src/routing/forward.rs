@@ -7,7 +7,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tower::ServiceExt;
 
-use super::{ArgumentsParams, NameParams, Router, UriParams};
+use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, CallTrace, Clock, EventSink, GatewayError, Reply, UpstreamCall};
 use crate::client::ClientRequest;
 use crate::jsonrpc;
@@ -59,9 +59,11 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
-        let tool: Option<Arc<str>> = (method == method::TOOLS_CALL)
-            .then(|| jsonrpc::view::<NameParams>(params.as_deref()).map(|p| Arc::from(p.name)))
-            .flatten();
+        let call = (method == method::TOOLS_CALL).then(|| jsonrpc::view::<CallParams>(params.as_deref())).flatten();
+        let (tool, arguments): (Option<Arc<str>>, _) = match call {
+            Some(call) => (Some(Arc::from(call.name)), call.arguments),
+            None => (None, None),
+        };
         let info = match tool.as_deref() {
             Some(t) => self.tool_info(ctx, handle, t).await,
             None => None,
@@ -80,7 +82,6 @@ impl Router {
             .flatten();
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
-            let arguments = jsonrpc::view::<ArgumentsParams>(params.as_deref()).and_then(|p| p.arguments);
             if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
                 timer.finish("refused");
                 return Ok(answer);

@@ -149,8 +149,10 @@ pub(super) struct UriParams {
     pub(super) uri: String,
 }
 
+/// The params of a `tools/call`, read once: its tool and arguments.
 #[derive(serde::Deserialize)]
-pub(super) struct ArgumentsParams {
+pub(super) struct CallParams {
+    pub(super) name: String,
     #[serde(default)]
     pub(super) arguments: Option<Value>,
 }

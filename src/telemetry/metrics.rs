@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{counter, histogram};
+use metrics::{Counter, Histogram, counter, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered, by upstream, method, tool and outcome.
@@ -174,9 +174,13 @@ pub(crate) fn zero(upstreams: &[&str]) {
 
 /// One answered client request.
 pub(crate) fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
+    static COUNTERS: Series<Counter> = Series::new();
+    static DURATIONS: Series<Histogram> = Series::new();
     let method = method_label(method);
-    counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome).increment(1);
-    histogram!(CLIENT_REQUEST_DURATION, "method" => method).record(elapsed.as_secs_f64());
+    COUNTERS
+        .get(&[method, outcome], || counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome))
+        .increment(1);
+    DURATIONS.get(&[method], || histogram!(CLIENT_REQUEST_DURATION, "method" => method)).record(elapsed.as_secs_f64());
 }
 
 /// Times one attempt on an upstream and records it once: with the outcome it ended
@@ -206,7 +210,12 @@ impl AttemptTimer {
     }
 
     fn record(&self, outcome: &'static str) {
-        histogram!(ATTEMPT_DURATION, "upstream" => self.upstream.to_string(), "method" => self.method, "outcome" => outcome)
+        static DURATIONS: Series<Histogram> = Series::new();
+        let (upstream, method) = (&*self.upstream, self.method);
+        DURATIONS
+            .get(&[upstream, method, outcome], || {
+                histogram!(ATTEMPT_DURATION, "upstream" => upstream.to_owned(), "method" => method, "outcome" => outcome)
+            })
             .record(self.started.elapsed().as_secs_f64());
     }
 }
@@ -254,10 +263,18 @@ pub(crate) mod observed {
 /// One answered request to one upstream (also counted in the status page's recent
 /// series).
 pub(crate) fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
+    static COUNTERS: Series<Counter> = Series::new();
+    static DURATIONS: Series<Histogram> = Series::new();
     let method = method_label(method);
-    counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
+    COUNTERS
+        .get(&[upstream, method, tool, outcome], || {
+            counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
+        })
         .increment(1);
-    histogram!(REQUEST_DURATION, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned())
+    DURATIONS
+        .get(&[upstream, method, tool], || {
+            histogram!(REQUEST_DURATION, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned())
+        })
         .record(elapsed.as_secs_f64());
     super::recent::global().record(upstream, outcome);
 }
@@ -412,5 +429,52 @@ mod tests {
     fn unknown_methods_share_one_label() {
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("x/arbitrary/client/text"), "other");
+    }
+}
+
+/// Most series one [`Series`] keeps handles of; past it, lookups go to the registry.
+/// Label values are bounded, so this is only a backstop.
+const MAX_CACHED_SERIES: usize = 65_536;
+
+/// Handles of the series of one metric on the request path, registered on first use
+/// and reused: a lookup here hashes the label values into a buffer of the thread's and
+/// takes a read lock, where the registry's allocates every label and compares keys.
+/// Until the recorder is installed nothing is kept (a handle taken before it would
+/// record nowhere for good).
+struct Series<H> {
+    handles: std::sync::LazyLock<parking_lot::RwLock<std::collections::HashMap<Box<str>, H>>>,
+}
+
+impl<H: Clone> Series<H> {
+    const fn new() -> Series<H> {
+        Series { handles: std::sync::LazyLock::new(Default::default) }
+    }
+
+    /// The handle of the series with these label values, made by `register` the first
+    /// time.
+    fn get(&self, labels: &[&str], register: impl FnOnce() -> H) -> H {
+        thread_local! {
+            static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        if HANDLE.get().is_none() {
+            return register();
+        }
+        KEY.with_borrow_mut(|key| {
+            key.clear();
+            for label in labels {
+                key.push_str(label);
+                // Not a character label values are made of: keys of different labels differ.
+                key.push('\u{1f}');
+            }
+            if let Some(handle) = self.handles.read().get(key.as_str()) {
+                return handle.clone();
+            }
+            let handle = register();
+            let mut handles = self.handles.write();
+            if handles.len() < MAX_CACHED_SERIES {
+                handles.insert(key.as_str().into(), handle.clone());
+            }
+            handle
+        })
     }
 }

@@ -36,14 +36,13 @@ pub(crate) fn handshake_error(e: UpstreamError) -> UpstreamError {
 }
 
 /// An HTTP status that is not an MCP answer, with its `Retry-After` in seconds.
-pub(crate) fn status_error(resp: &reqwest::Response) -> UpstreamError {
-    let retry_after = resp
-        .headers()
+pub(crate) fn status_error(status: http::StatusCode, headers: &http::HeaderMap) -> UpstreamError {
+    let retry_after = headers
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    UpstreamError::HttpStatus { status: resp.status().as_u16(), retry_after }
+    UpstreamError::HttpStatus { status: status.as_u16(), retry_after }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! future cancels it upstream.
 
 mod cancel;
+pub(crate) mod client;
 pub(crate) mod failure;
 pub(crate) mod http;
 pub(crate) mod pool;

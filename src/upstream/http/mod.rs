@@ -1,5 +1,5 @@
 //! Streamable HTTP upstreams: one [`HttpLink`] per client session, all sharing one
-//! pooled [`reqwest::Client`] per upstream. A link speaks the session era
+//! pooled [`UpstreamClient`] per upstream. A link speaks the session era
 //! (`initialize`, `Mcp-Session-Id`) or, with a server that answers `server/discover`,
 //! the stateless modern era (`modern.rs`); `protocol: auto` remembers which per
 //! upstream.
@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri};
 use tokio::task::AbortHandle;
 
 use parking_lot::Mutex;
 
 use super::LinkShared;
 use super::cancel::CancelGuard;
+use super::client::{UpstreamClient, UpstreamResponse};
 use super::failure::{handshake_error, refuses_era, status_error};
 use super::sse_legacy::{SseLink, SseUpstream};
 use crate::call::{BoxFuture, EventSink, Link, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
@@ -33,9 +35,16 @@ const LAST_EVENT_ID: &str = "last-event-id";
 pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
-    client: reqwest::Client,
+    client: UpstreamClient,
     url: reqwest::Url,
+    /// `url`, parsed once for requests.
+    uri: Uri,
+    /// The configured static headers.
     headers: HeaderMap,
+    /// The static headers of a POST: the configured ones, `Content-Type` and `Accept`.
+    post_headers: HeaderMap,
+    /// The static headers of the GET stream: the configured ones and `Accept`.
+    get_headers: HeaderMap,
     max_message_bytes: usize,
     /// The era to speak (`protocol:`).
     protocol: UpstreamProtocol,
@@ -82,17 +91,22 @@ impl HttpUpstream {
         max_message_bytes: usize,
     ) -> anyhow::Result<HttpUpstream> {
         let map = super::header_map(headers)?;
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .build()?;
+        let client = UpstreamClient::new(connect_timeout)?;
         let url = reqwest::Url::parse(url)?;
+        let uri: Uri = url.as_str().parse()?;
+        let mut post_headers = map.clone();
+        post_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        post_headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        let mut get_headers = map.clone();
+        get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         Ok(HttpUpstream {
             name: Arc::from(name),
             client,
             url,
+            uri,
             headers: map,
+            post_headers,
+            get_headers,
             max_message_bytes,
             protocol: UpstreamProtocol::Legacy,
             detected: AtomicU8::new(modern::UNKNOWN),
@@ -470,7 +484,7 @@ impl HttpLink {
         } else if status == http::StatusCode::NOT_FOUND && state.session_id.is_some() {
             Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()))
         } else {
-            Err(status_error(&resp))
+            Err(status_error(resp.status(), resp.headers()))
         }
     }
 
@@ -483,20 +497,17 @@ impl HttpLink {
             handle.abort();
         }
         let state = self.snapshot();
-        if let Some(sid) = state.session_id {
-            let req =
-                self.up.client.delete(self.up.url.clone()).headers(self.up.headers.clone()).header(SESSION_HEADER, sid);
-            let req = match &state.version {
-                Some(v) => req.header(VERSION_HEADER, v),
-                None => req,
-            };
-            if let Err(e) = tokio::time::timeout(Duration::from_secs(2), req.send()).await {
+        if state.session_id.is_some() {
+            let mut headers = self.up.headers.clone();
+            session_headers(&mut headers, &state);
+            let delete = self.up.client.send(Method::DELETE, &self.up.uri, headers, String::new());
+            if let Err(e) = tokio::time::timeout(Duration::from_secs(2), delete).await {
                 tracing::debug!(upstream = %self.up.name, error = %e, "DELETE of the upstream session timed out");
             }
         }
     }
 
-    async fn post(&self, body: String, state: &SessionState) -> Result<reqwest::Response, UpstreamError> {
+    async fn post(&self, body: String, state: &SessionState) -> Result<UpstreamResponse, UpstreamError> {
         self.post_with(body, state, &[]).await
     }
 
@@ -505,43 +516,39 @@ impl HttpLink {
         body: String,
         state: &SessionState,
         extra: &[(String, String)],
-    ) -> Result<reqwest::Response, UpstreamError> {
-        let mut req = self
-            .up
-            .client
-            .post(self.up.url.clone())
-            .headers(self.up.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
-        if let Some(sid) = &state.session_id {
-            req = req.header(SESSION_HEADER, sid);
-        }
-        if let Some(v) = &state.version {
-            req = req.header(VERSION_HEADER, v);
-        }
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let mut headers = self.up.post_headers.clone();
+        session_headers(&mut headers, state);
         for (name, value) in extra {
-            req = req.header(name.as_str(), value.as_str());
+            match (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
+                (Ok(name), Ok(value)) => {
+                    headers.append(name, value);
+                }
+                _ => {
+                    tracing::debug!(upstream = %self.up.name, header = %name, "header not sent: not a valid HTTP header")
+                }
+            }
         }
-        req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))
+        self.up.client.send(Method::POST, &self.up.uri, headers, body).await
     }
 
-    async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<reqwest::Response, UpstreamError> {
-        let mut req = self
-            .up
-            .client
-            .get(self.up.url.clone())
-            .headers(self.up.headers.clone())
-            .header(ACCEPT, "text/event-stream");
-        if let Some(sid) = &state.session_id {
-            req = req.header(SESSION_HEADER, sid);
+    async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<UpstreamResponse, UpstreamError> {
+        let mut headers = self.up.get_headers.clone();
+        session_headers(&mut headers, state);
+        if let Some(last) = last_event_id.and_then(|l| HeaderValue::try_from(l).ok()) {
+            headers.insert(LAST_EVENT_ID, last);
         }
-        if let Some(v) = &state.version {
-            req = req.header(VERSION_HEADER, v);
-        }
-        if let Some(last) = last_event_id {
-            req = req.header(LAST_EVENT_ID, last);
-        }
-        req.send().await.map_err(|e| UpstreamError::from_reqwest(&e))
+        self.up.client.send(Method::GET, &self.up.uri, headers, String::new()).await
+    }
+}
+
+/// The session's `Mcp-Session-Id` and `MCP-Protocol-Version`, once it has them.
+fn session_headers(headers: &mut HeaderMap, state: &SessionState) {
+    if let Some(sid) = state.session_id.as_deref().and_then(|s| HeaderValue::try_from(s).ok()) {
+        headers.insert(SESSION_HEADER, sid);
+    }
+    if let Some(version) = state.version.as_deref().and_then(|v| HeaderValue::try_from(v).ok()) {
+        headers.insert(VERSION_HEADER, version);
     }
 }
 

@@ -14,6 +14,7 @@ use crate::call::{EventSink, Reply, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::method;
 use crate::sse;
+use crate::upstream::client::UpstreamResponse;
 
 /// How many times a call's stream may be resumed without any new event arriving.
 const MAX_IDLE_RESUMES: u32 = 3;
@@ -29,7 +30,7 @@ impl HttpLink {
     /// messages before the answer (resumed with `Last-Event-ID` if the upstream closes it early).
     pub(super) async fn read_answer(
         self: &Arc<Self>,
-        resp: reqwest::Response,
+        resp: UpstreamResponse,
         id: &Id,
         related: Option<&EventSink>,
         state: &SessionState,
@@ -47,7 +48,7 @@ impl HttpLink {
             // A modern upstream answers envelope and parameter errors (400) and unknown
             // methods (404) with the JSON-RPC error itself.
             if state.modern && status.is_client_error() && content_type.starts_with("application/json") {
-                let retry = status_error(&resp);
+                let retry = status_error(resp.status(), resp.headers());
                 let body = read_bounded(resp, self.up.max_message_bytes).await?;
                 if let Ok(text) = std::str::from_utf8(&body)
                     && let Ok(Message::Response(r)) = jsonrpc::decode(text)
@@ -57,7 +58,7 @@ impl HttpLink {
                 }
                 return Err(retry);
             }
-            return Err(status_error(&resp));
+            return Err(status_error(resp.status(), resp.headers()));
         }
         if content_type.starts_with("text/event-stream") {
             if let Some(sink) = related {
@@ -85,7 +86,7 @@ impl HttpLink {
 
     async fn read_stream(
         self: &Arc<Self>,
-        resp: reqwest::Response,
+        resp: UpstreamResponse,
         id: &Id,
         related: Option<&EventSink>,
         state: &SessionState,
@@ -123,7 +124,7 @@ impl HttpLink {
             tokio::time::sleep(retry).await;
             let resp = self.get(state, Some(last)).await?;
             if !resp.status().is_success() {
-                return Err(status_error(&resp));
+                return Err(status_error(resp.status(), resp.headers()));
             }
             stream = Box::pin(sse::decode_stream(resp.bytes_stream(), self.up.max_message_bytes));
         }
@@ -224,12 +225,12 @@ async fn pump_unrelated(
 }
 
 /// Reads a body, refusing more than `limit` bytes.
-async fn read_bounded(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
+async fn read_bounded(mut resp: UpstreamResponse, limit: usize) -> Result<Vec<u8>, UpstreamError> {
     if resp.content_length().is_some_and(|n| n > limit as u64) {
         return Err(UpstreamError::TooLarge { limit });
     }
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| UpstreamError::from_reqwest(&e))? {
+    while let Some(chunk) = resp.chunk().await? {
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::TooLarge { limit });
         }

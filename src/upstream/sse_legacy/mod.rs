@@ -246,7 +246,7 @@ impl SseLink {
             conn.shut();
             return Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()));
         }
-        Err(status_error(&resp))
+        Err(status_error(resp.status(), resp.headers()))
     }
 
     /// Closes the stream (the upstream session ends with it) and stops reopening it.

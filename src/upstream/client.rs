@@ -1,0 +1,138 @@
+//! The HTTP client of Streamable HTTP upstreams: hyper's pooled client, straight.
+//!
+//! A proxied call costs one request to its upstream, so this path is kept lean: the
+//! URI is parsed once per upstream, the static headers are built once, and nothing
+//! between seawall and hyper re-parses URLs, matches proxies or follows redirects (an
+//! MCP endpoint that redirects is refused as the HTTP status it answered, never
+//! followed: a redirect could carry a session to another host). Upstream connections
+//! are direct: `HTTP_PROXY` and its kin are not consulted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::call::UpstreamError;
+
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// One upstream's pooled HTTP/1.1 and HTTP/2 (over TLS, by ALPN) client.
+#[derive(Clone)]
+pub(crate) struct UpstreamClient {
+    inner: Client<HttpsConnector<HttpConnector>, String>,
+}
+
+impl UpstreamClient {
+    /// A client that gives up connecting after `connect_timeout`, verifying TLS
+    /// certificates with the platform's verifier.
+    pub(crate) fn new(connect_timeout: Duration) -> anyhow::Result<UpstreamClient> {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(connect_timeout));
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        let tls = tls_config()?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_all_versions()
+            .wrap_connector(http);
+        let inner = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE).build(https);
+        Ok(UpstreamClient { inner })
+    }
+
+    /// Sends one request and waits for the head of its response.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        headers: HeaderMap,
+        body: String,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let mut request = Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = uri.clone();
+        *request.headers_mut() = headers;
+        match self.inner.request(request).await {
+            Ok(response) => Ok(UpstreamResponse(response)),
+            Err(e) => Err(classify(&e)),
+        }
+    }
+}
+
+/// The crypto provider is named rather than taken from the process default, which is
+/// ambiguous when more than one provider is compiled in.
+fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_platform_verifier()?
+        .with_no_client_auth())
+}
+
+/// A failure to get a response: a connect failure never reached the upstream.
+fn classify(e: &hyper_util::client::legacy::Error) -> UpstreamError {
+    let detail = chain(e);
+    if e.is_connect() { UpstreamError::Connect(detail) } else { UpstreamError::Io(detail) }
+}
+
+/// An error with its sources, without the URL (which may hold credentials).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+/// The head of an upstream's response, with its body still to read.
+pub(crate) struct UpstreamResponse(http::Response<Incoming>);
+
+impl UpstreamResponse {
+    /// The response status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.0.status()
+    }
+
+    /// The response headers.
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        self.0.headers()
+    }
+
+    /// The body's length, when the upstream declared it.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        http_body::Body::size_hint(self.0.body()).exact()
+    }
+
+    /// The next piece of the body, `None` at its end.
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, UpstreamError> {
+        loop {
+            match self.0.body_mut().frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(UpstreamError::Io(chain(&e))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                    // Trailers carry no data.
+                }
+            }
+        }
+    }
+
+    /// The body as a stream of pieces.
+    pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, hyper::Error>> + Send + 'static {
+        http_body_util::BodyDataStream::new(self.0.into_body())
+    }
+}
