@@ -71,6 +71,9 @@ enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Print the JSON Schema of the configuration file (config/seawall.schema.json is a
+    /// copy: `seawall schema > config/seawall.schema.json` refreshes it).
+    Schema,
     /// Run the built-in demo MCP server (tools echo, add, sleep, fail, flaky, crash, big,
     /// sample, roots, log; a resource, templates and a prompt), made to exercise a gateway.
     DemoUpstream(seawall::demo::DemoArgs),
@@ -85,6 +88,16 @@ fn main() -> ExitCode {
             println!("seawall {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Schema => match serde_json::to_string_pretty(&seawall::config::json_schema()) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("seawall: cannot render the schema: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!("{}: ok ({} upstreams)", file.display(), config.upstreams.len());

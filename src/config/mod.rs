@@ -20,6 +20,7 @@ mod expand;
 mod locate;
 mod rate_limit;
 mod resilience;
+mod schema;
 mod trace;
 mod types;
 mod upstream;
@@ -39,6 +40,7 @@ pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
+pub use schema::json_schema;
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{
