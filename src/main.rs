@@ -71,6 +71,14 @@ enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Turn an `mcpServers` JSON file (Claude Desktop, Cursor, VS Code `servers`) into a
+    /// seawall config on stdout; what cannot be carried over as written is reported on
+    /// stderr. `include_mcp_servers: FILE` in a config uses such a file directly.
+    Import {
+        /// The JSON file, e.g. claude_desktop_config.json, ~/.cursor/mcp.json or
+        /// .vscode/mcp.json.
+        file: PathBuf,
+    },
     /// Print the JSON Schema of the configuration file (config/seawall.schema.json is a
     /// copy: `seawall schema > config/seawall.schema.json` refreshes it).
     Schema,
@@ -98,8 +106,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Import { file } => match seawall::config::import(&file, &file.display().to_string()) {
+            Ok(imported) => {
+                print_warnings(&imported.warnings);
+                print!("{}", imported.yaml);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
+                print_warnings(&config.warnings);
                 println!("{}: ok ({} upstreams)", file.display(), config.upstreams.len());
                 ExitCode::SUCCESS
             }
@@ -147,12 +167,20 @@ fn start(path: &std::path::Path, log_format: LogFormat) -> Option<(Config, telem
             return None;
         }
     };
+    print_warnings(&config.warnings);
     match telemetry::init(log_format, "info", Some(&config.tracing)) {
         Ok(telemetry) => Some((config, telemetry)),
         Err(e) => {
             eprintln!("seawall: tracing: {e:#}");
             None
         }
+    }
+}
+
+/// Prints warnings of loading or importing on stderr, one per line.
+fn print_warnings(warnings: &[String]) {
+    for warning in warnings {
+        eprintln!("warning: {warning}");
     }
 }
 

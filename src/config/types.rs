@@ -59,8 +59,22 @@ pub struct Config {
     /// OpenTelemetry tracing (OTLP export). Default: off, unless `OTEL_*` variables
     /// configure it.
     pub tracing: TracingConfig,
-    /// The MCP servers behind the gateway; at least one. Default: none (an error).
+    /// An `mcpServers` JSON file (Claude Desktop, Cursor or VS Code) whose servers become
+    /// further upstreams with default settings, after those of `upstreams`; a relative
+    /// path is taken from the config file's directory. A server named like an upstream
+    /// of `upstreams` is an error. Once loaded, `upstreams` holds the file's servers too.
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_mcp_servers: Option<std::path::PathBuf>,
+    /// The MCP servers behind the gateway; at least one (counting those of
+    /// `include_mcp_servers`). Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
+    /// What loading found that does not stop the gateway (fields of an included
+    /// `mcpServers` file that seawall does not use), one `FILE:LINE: FIELD: message` line
+    /// each; `check-config` and `run` print them. Not part of the file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// The access log: one line per client request (time, session, principal, method, tool,
@@ -133,7 +147,9 @@ impl Default for Config {
             cache: CacheConfig::default(),
             access_log: AccessLogConfig::default(),
             tracing: TracingConfig::default(),
+            include_mcp_servers: None,
             upstreams: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
