@@ -85,6 +85,16 @@ enum Command {
     /// Run the built-in demo MCP server (tools echo, add, sleep, fail, flaky, crash, big,
     /// sample, roots, log; a resource, templates and a prompt), made to exercise a gateway.
     DemoUpstream(seawall::demo::DemoArgs),
+    /// Exit 0 when URL answers with a 2xx status within the timeout, else 1: the
+    /// container image's health check (`seawall health http://127.0.0.1:9090/healthz`),
+    /// since its runtime image has no curl or shell.
+    Health {
+        /// The URL to GET, e.g. the admin listener's /healthz.
+        url: String,
+        /// Longest wait for the answer (duration, e.g. 2s).
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Print the version.
     Version,
 }
@@ -96,6 +106,7 @@ fn main() -> ExitCode {
             println!("seawall {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Health { url, timeout } => block_on(health(url, timeout)),
         Command::Schema => match serde_json::to_string_pretty(&seawall::config::json_schema()) {
             Ok(text) => {
                 println!("{text}");
@@ -175,6 +186,14 @@ fn start(path: &std::path::Path, log_format: LogFormat) -> Option<(Config, telem
             None
         }
     }
+}
+
+/// GETs `url`; an error unless it answers 2xx within `timeout`.
+async fn health(url: String, timeout: std::time::Duration) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(timeout).build()?;
+    let status = client.get(&url).send().await?.status();
+    anyhow::ensure!(status.is_success(), "{url}: HTTP {status}");
+    Ok(())
 }
 
 /// Prints warnings of loading or importing on stderr, one per line.
