@@ -88,7 +88,7 @@ fn every_example_config_names_the_schema_and_passes_it_and_the_loader() {
             );
         }
     }
-    assert!(examples.len() >= 2, "too few example configs found: {examples:?}");
+    assert!(examples.len() >= 5, "too few example configs found: {examples:?}");
     let validator = validator();
     let schema_file = repo().join(SCHEMA_FILE).canonicalize().expect("schema file");
     for (path, schema) in &examples {
