@@ -31,7 +31,7 @@ pub(super) fn include(config: &mut Config, origin: &str, out: &mut Vec<Problem>)
     let written = config.include_mcp_servers.clone()?;
     let file = written.display().to_string();
     let path = resolve(Path::new(origin), &written);
-    let servers = match read_mcp_servers(&path, &file, &config.name_separator, &[]) {
+    let servers = match read_mcp_servers(&path, &file, &config.name_separator) {
         Ok(servers) => servers,
         Err(err) => {
             let text = err.to_string();

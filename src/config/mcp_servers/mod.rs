@@ -67,16 +67,15 @@ pub struct McpServers {
 }
 
 /// Reads the `mcpServers` file at `path`; `origin` names it in messages. Upstream names
-/// are made valid and distinct from each other and from `taken`, and never contain
-/// `separator`.
-pub fn read_mcp_servers(path: &Path, origin: &str, separator: &str, taken: &[&str]) -> Result<McpServers, ConfigError> {
+/// are made valid and distinct, and never contain `separator`.
+pub fn read_mcp_servers(path: &Path, origin: &str, separator: &str) -> Result<McpServers, ConfigError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| ConfigError::Read { origin: origin.to_owned(), source })?;
-    parse_mcp_servers(&text, origin, separator, taken)
+    parse_mcp_servers(&text, origin, separator)
 }
 
 /// Like [`read_mcp_servers`], from the file's text.
-pub fn parse_mcp_servers(text: &str, origin: &str, separator: &str, taken: &[&str]) -> Result<McpServers, ConfigError> {
+pub fn parse_mcp_servers(text: &str, origin: &str, separator: &str) -> Result<McpServers, ConfigError> {
     let clean = jsonc::strip(text);
     let invalid = |line: Option<usize>, field: &str, message: String| ConfigError::Invalid {
         origin: origin.to_owned(),
@@ -87,7 +86,7 @@ pub fn parse_mcp_servers(text: &str, origin: &str, separator: &str, taken: &[&st
     let Value::Object(root) = root else {
         return Err(invalid(Some(1), "", "expected a JSON object with `mcpServers` or `servers`".to_owned()));
     };
-    let mut reader = Reader::new(origin, &clean, separator, taken);
+    let mut reader = Reader::new(origin, &clean, separator);
     let (format, at, servers, inputs) = reader.find_servers(&root).map_err(|message| invalid(Some(1), "", message))?;
     reader.inputs = inputs;
     for (name, entry) in servers {
@@ -131,13 +130,13 @@ struct Reader<'a> {
 type Servers<'v> = (McpServersFormat, FieldPath, &'v Map<String, Value>, BTreeMap<String, String>);
 
 impl<'a> Reader<'a> {
-    fn new(origin: &'a str, clean: &str, separator: &'a str, taken: &[&str]) -> Self {
+    fn new(origin: &'a str, clean: &str, separator: &'a str) -> Self {
         Reader {
             origin,
             // YAML takes no tabs where JSON allows them; JSON strings hold none unescaped.
             text: clean.replace('\t', " "),
             separator,
-            names: taken.iter().map(|n| (*n).to_owned()).collect(),
+            names: HashSet::new(),
             inputs: BTreeMap::new(),
             upstreams: Vec::new(),
             original_names: Vec::new(),

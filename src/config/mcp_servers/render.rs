@@ -21,7 +21,7 @@ pub struct Imported {
 /// servers as a seawall config. The config is checked as `check-config` would, with
 /// every `${VAR}` taken as set; a problem there is an error naming the generated line.
 pub fn import(path: &Path, origin: &str) -> Result<Imported, ConfigError> {
-    let servers = read_mcp_servers(path, origin, &Config::default().name_separator, &[])?;
+    let servers = read_mcp_servers(path, origin, &Config::default().name_separator)?;
     let yaml = render(&servers, origin);
     Config::parse_with_env(&yaml, &format!("{origin} (imported)"), &|_| Some("set".to_owned()))?;
     Ok(Imported { yaml, warnings: servers.warnings })

@@ -5,7 +5,7 @@ use super::super::{Config, HttpTransport, McpServers, McpServersFormat, parse_mc
 use super::assert_issue;
 
 fn read(json: &str) -> McpServers {
-    parse_mcp_servers(json, "m.json", "__", &[]).unwrap_or_else(|e| panic!("{e}"))
+    parse_mcp_servers(json, "m.json", "__").unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn warned(servers: &McpServers, part: &str) -> bool {
@@ -130,7 +130,7 @@ fn unknown_fields_are_warned_of_and_disabled_servers_left_out() {
 fn entries_that_cannot_be_upstreams_are_errors_with_lines() {
     let json = "{\"mcpServers\": {\n  \"a\": {\"args\": []},\n  \"b\": {\"command\": \"x\", \"url\": \"http://h\"},\n  \
                 \"c\": {\"type\": \"ws\", \"url\": \"ws://h\"},\n  \"d\": {\"command\": 5},\n  \"e\": 1\n}}\n";
-    let err = parse_mcp_servers(json, "m.json", "__", &[]).unwrap_err();
+    let err = parse_mcp_servers(json, "m.json", "__").unwrap_err();
     let issues = err.errors();
     assert_eq!(issues.len(), 5, "{issues:#?}");
     assert_issue(&issues[0], 2, "mcpServers.a", "needs `command`");
@@ -139,7 +139,7 @@ fn entries_that_cannot_be_upstreams_are_errors_with_lines() {
     assert_issue(&issues[3], 5, "mcpServers.d.command", "must be a string");
     assert_issue(&issues[4], 6, "mcpServers.e", "must be an object");
     for bad in ["[]", "{\"other\": {}}", "{\"mcpServers\": []}", "{\"mcpServers\": {"] {
-        assert!(parse_mcp_servers(bad, "m.json", "__", &[]).is_err(), "{bad}");
+        assert!(parse_mcp_servers(bad, "m.json", "__").is_err(), "{bad}");
     }
 }
 
