@@ -76,9 +76,30 @@ enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Turn an `mcpServers` JSON file (Claude Desktop, Cursor, VS Code `servers`) into a
+    /// seawall config on stdout; what cannot be carried over as written is reported on
+    /// stderr. `include_mcp_servers: FILE` in a config uses such a file directly.
+    Import {
+        /// The JSON file, e.g. claude_desktop_config.json, ~/.cursor/mcp.json or
+        /// .vscode/mcp.json.
+        file: PathBuf,
+    },
+    /// Print the JSON Schema of the configuration file (config/seawall.schema.json is a
+    /// copy: `seawall schema > config/seawall.schema.json` refreshes it).
+    Schema,
     /// Run the built-in demo MCP server (tools echo, add, sleep, fail, flaky, crash, big,
     /// sample, roots, log; a resource, templates and a prompt), made to exercise a gateway.
     DemoUpstream(seawall::demo::DemoArgs),
+    /// Exit 0 when URL answers with a 2xx status within the timeout, else 1: the
+    /// container image's health check (`seawall health http://127.0.0.1:9090/healthz`),
+    /// since its runtime image has no curl or shell.
+    Health {
+        /// The URL to GET, e.g. the admin listener's /healthz.
+        url: String,
+        /// Longest wait for the answer (duration, e.g. 2s).
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Print the version.
     Version,
 }
@@ -90,8 +111,31 @@ fn main() -> ExitCode {
             println!("seawall {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Health { url, timeout } => block_on(health(url, timeout)),
+        Command::Schema => match serde_json::to_string_pretty(&seawall::config::json_schema()) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("seawall: cannot render the schema: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Import { file } => match seawall::config::import(&file, &file.display().to_string()) {
+            Ok(imported) => {
+                print_warnings(&imported.warnings);
+                print!("{}", imported.yaml);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
+                print_warnings(&config.warnings);
                 println!("{}: ok ({} upstreams)", file.display(), config.upstreams.len());
                 ExitCode::SUCCESS
             }
@@ -139,12 +183,28 @@ fn start(path: &std::path::Path, log_format: LogFormat) -> Option<(Config, telem
             return None;
         }
     };
+    print_warnings(&config.warnings);
     match telemetry::init(log_format, "info", Some(&config.tracing)) {
         Ok(telemetry) => Some((config, telemetry)),
         Err(e) => {
             eprintln!("seawall: tracing: {e:#}");
             None
         }
+    }
+}
+
+/// GETs `url`; an error unless it answers 2xx within `timeout`.
+async fn health(url: String, timeout: std::time::Duration) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(timeout).build()?;
+    let status = client.get(&url).send().await?.status();
+    anyhow::ensure!(status.is_success(), "{url}: HTTP {status}");
+    Ok(())
+}
+
+/// Prints warnings of loading or importing on stderr, one per line.
+fn print_warnings(warnings: &[String]) {
+    for warning in warnings {
+        eprintln!("warning: {warning}");
     }
 }
 

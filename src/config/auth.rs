@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use http::Uri;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::locate::{FieldPath, Problem};
+use super::schema::HumanDuration;
 
 /// How clients of the HTTP listener authenticate.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Static API keys accepted as `Authorization: Bearer <key>`. Default `[]`; `auth`
@@ -33,7 +35,7 @@ pub struct AuthConfig {
 
 /// One API key, given as is (`key`) or as the hex SHA-256 digest of the key (`sha256`);
 /// exactly one of the two.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiKeyConfig {
     /// The principal a request with this key acts as (unique, non-empty). No default.
@@ -50,7 +52,7 @@ pub struct ApiKeyConfig {
 }
 
 /// The fields of the protected-resource metadata document.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceMetadataConfig {
     /// seawall's own canonical URL as clients reach it, e.g. `https://gw.example/mcp`
@@ -150,7 +152,7 @@ fn is_resource_url(text: &str) -> bool {
 }
 
 /// JWTs accepted as bearer tokens.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct JwtConfig {
     /// The `iss` a token must carry (exact match). No default.
@@ -168,6 +170,7 @@ pub struct JwtConfig {
     /// PS256/384/512, ES256/384, EdDSA). Default `[RS256, ES256]`.
     pub algorithms: Vec<String>,
     /// Allowed clock difference for `exp` and `nbf` (duration). Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub leeway: Duration,
 }

@@ -1,12 +1,13 @@
 //! The `authorization:` section: which principals may use which tools, prompts and
 //! resources, as ordered rules of glob patterns.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::locate::{FieldPath, Problem};
 
 /// Authorisation of client requests. Default: no rules, everything allowed.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthorizationConfig {
     /// The decision when no rule matches: `allow` or `deny`. Default `allow`.
@@ -16,7 +17,7 @@ pub struct AuthorizationConfig {
 }
 
 /// An authorisation decision.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// The request may proceed.
@@ -27,7 +28,7 @@ pub enum Decision {
 }
 
 /// One rule: for these principals, these names are allowed or denied.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AuthzRuleConfig {
     /// Whom the rule is about: an API key's name or a JWT's `sub` (exact),
@@ -51,7 +52,7 @@ pub struct AuthzRuleConfig {
 }
 
 /// Glob patterns (`*`, `?`) per kind of name, as the client sees the names.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct PatternsConfig {
     /// Tool names as listed on the endpoint (`<upstream>__<tool>` on `/mcp`). Default: none.

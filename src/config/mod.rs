@@ -5,7 +5,8 @@
 //! 1. yaml_serde deserializes it (syntax, types, unknown fields); after a type error or
 //!    an unknown key, `collect` takes the offending node out and deserializes the rest
 //!    again, so every such problem is found (a syntax error is the only one reported);
-//! 2. `${VAR}` references in upstream `env` and `headers` values are expanded;
+//! 2. the servers of `include_mcp_servers` join the upstreams, and `${VAR}` references
+//!    in upstream `env` and `headers` values are expanded;
 //! 3. semantic checks run over the whole config.
 //!
 //! Every problem knows its field path; `locate` finds its line. All of them are reported
@@ -17,9 +18,12 @@ mod authorization;
 mod collect;
 mod error;
 mod expand;
+mod include;
 mod locate;
+mod mcp_servers;
 mod rate_limit;
 mod resilience;
+mod schema;
 mod trace;
 mod types;
 mod upstream;
@@ -34,11 +38,13 @@ pub(crate) use auth::PUBLIC_KEY_ALGORITHMS;
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
 pub use authorization::{AuthorizationConfig, AuthzRuleConfig, Decision, PatternsConfig, PrincipalMatcher};
 pub use error::{ConfigError, ConfigIssue};
+pub use mcp_servers::{Imported, McpServers, McpServersFormat, import, parse_mcp_servers, read_mcp_servers};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
     RetryOverrides, ToolConfig,
 };
+pub use schema::json_schema;
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{
@@ -63,7 +69,8 @@ impl Config {
     }
 
     /// Parses, expands and validates `text`, taking `${VAR}` values from the process
-    /// environment. `origin` names the text in errors (usually its file path).
+    /// environment. `origin` names the text in errors (usually its file path); a relative
+    /// `include_mcp_servers` is taken from its directory.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         Config::parse_with_env(text, origin, &|name| std::env::var(name).ok())
     }
@@ -81,8 +88,13 @@ impl Config {
             // Paths of the config are those of the document minus what `collect` left out.
             let indices = &collected.indices;
             let written = |path: &locate::FieldPath| locate::is_written(text, &indices.original(path));
-            let mut problems = expand::expand_config(&mut config, lookup);
+            let mut problems = Vec::new();
+            let included = include::include(&mut config, origin, &mut problems);
+            problems.extend(expand::expand_config(&mut config, lookup));
             problems.extend(validate::validate(&config, &written));
+            if let Some(included) = &included {
+                problems = problems.into_iter().map(|p| included.attribute(p)).collect();
+            }
             if problems.is_empty() && issues.is_empty() {
                 return Ok(config);
             }

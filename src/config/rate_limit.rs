@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::locate::{FieldPath, Problem};
 
 /// Rate limits on client requests. Default: no limits.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
     /// Where limit state lives: `memory` (this process only) or a `redis://host:port[/db]`
@@ -59,7 +60,7 @@ impl RateLimitsConfig {
 }
 
 /// What to do with requests while the shared store is unreachable.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum OnBackendError {
     /// Admit them (fail open).
@@ -69,7 +70,7 @@ pub enum OnBackendError {
 }
 
 /// What one limit counts separately.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LimitKey {
     /// One budget per authenticated principal; unauthenticated clients get one per
@@ -84,7 +85,7 @@ pub enum LimitKey {
 }
 
 /// One GCRA limit.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LimitConfig {
     /// What is counted separately: `principal`, `tool`, `upstream` or `global`. Required.

@@ -4,18 +4,23 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::schema::HumanDuration;
+
 /// Retries of idempotent requests.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Most attempts per request, the first included (count). Default `3`; `1` disables retries.
     pub max_attempts: u32,
     /// Backoff base: attempt n waits U(0, min(max_delay, base_delay·2^n)) (duration). Default `100ms`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub base_delay: Duration,
     /// Longest backoff (duration). Default `2s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub max_delay: Duration,
     /// Retries allowed as a percentage of recent requests to the upstream (percent). Default `20`.
@@ -37,10 +42,11 @@ impl Default for RetryConfig {
 }
 
 /// Circuit breakers, one per upstream and one per tool.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
     /// Sliding window over which rates are computed (duration). Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub window: Duration,
     /// Calls needed in the window before a rate can open the breaker (count). Default `20`.
@@ -51,17 +57,21 @@ pub struct BreakerConfig {
     /// success, or a gap longer than `window` between two failures, ends a run. Default `5`.
     pub consecutive_failures: u32,
     /// First open period (duration). Default `5s`. Doubles (with jitter) on each re-open.
+    #[schemars(with = "HumanDuration")]
     #[serde(rename = "break", with = "humantime_serde")]
     pub break_duration: Duration,
     /// Longest open period (duration). Default `60s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub max_break: Duration,
     /// Probe calls admitted while half-open (count). Default `1`.
     pub half_open_probes: u32,
     /// A probe that takes longer than this fails (duration). Default `10s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
     /// A call slower than this is a slow call (duration). Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub slow_call: Duration,
     /// Slow-call rate in the window that opens the breaker (0–1). Default `0.8`.
@@ -90,7 +100,7 @@ impl Default for BreakerConfig {
 }
 
 /// Load shedding per upstream.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConcurrencyConfig {
     /// Requests in flight to the upstream at once (count). Default `64`.
@@ -98,6 +108,7 @@ pub struct ConcurrencyConfig {
     /// Requests that may wait for a slot; beyond it requests are refused at once (count). Default `16`.
     pub queue: usize,
     /// Longest wait for a slot before refusal (duration). Default `1s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub queue_timeout: Duration,
 }
@@ -109,12 +120,13 @@ impl Default for ConcurrencyConfig {
 }
 
 /// Settings for one tool of one upstream.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolConfig {
     /// The operator vouches that calling the tool twice is safe, so failed calls are retried. Default `false`.
     pub idempotent: bool,
     /// Overrides `timeouts.tool_call` for this tool (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
 }
@@ -122,12 +134,12 @@ pub struct ToolConfig {
 macro_rules! partial {
     ($(#[$doc:meta])* $name:ident for $full:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty $(=> $with:literal)?),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq)]
+        #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
         #[serde(deny_unknown_fields, default)]
         pub struct $name {
             $(
                 $(#[$fdoc])*
-                $(#[serde(with = $with)])?
+                $(#[serde(with = $with)] #[schemars(with = "Option<HumanDuration>")])?
                 #[serde(skip_serializing_if = "Option::is_none")]
                 pub $field: Option<$ty>,
             )*
@@ -202,7 +214,7 @@ partial! {
 }
 
 /// How a failure is reported to the client.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Report {
     /// A `CallToolResult` with `isError: true` (a model can read it and adapt).
@@ -213,7 +225,7 @@ pub enum Report {
 }
 
 /// Error rewriting and validation.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ErrorsConfig {
     /// How a `tools/call` whose tool could not do its job (upstream internal error, crash,

@@ -5,13 +5,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::locate::{FieldPath, Problem};
+use super::schema::{HumanDuration, ScalarText};
 
 /// Distributed tracing. Off unless `enabled: true`, or unless `enabled` is unset and an
 /// OTLP endpoint variable is set; `OTEL_SDK_DISABLED=true` turns it off either way.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TracingConfig {
     /// Export spans. Unset: on when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
@@ -29,12 +31,14 @@ pub struct TracingConfig {
     /// Headers (gRPC metadata) sent with every export, e.g. a collector's API key;
     /// `${VAR}` is expanded. Merged with `OTEL_EXPORTER_OTLP_TRACES_HEADERS` (or
     /// `OTEL_EXPORTER_OTLP_HEADERS`), these winning on a name both give. Default `{}`.
+    #[schemars(with = "BTreeMap<String, ScalarText>")]
     pub headers: BTreeMap<String, String>,
     /// The `service.name` of the exported spans. Unset: `OTEL_SERVICE_NAME`, then
     /// `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, else `seawall`.
     pub service_name: Option<String>,
     /// Extra resource attributes (e.g. `deployment.environment.name`), merged with
     /// `OTEL_RESOURCE_ATTRIBUTES`, these winning. Default `{}`.
+    #[schemars(with = "BTreeMap<String, ScalarText>")]
     pub resource: BTreeMap<String, String>,
     /// The fraction of new traces that are sampled (0 to 1), parent-based: a request
     /// whose client sent a trace context follows the client's decision. Unset:
@@ -49,14 +53,17 @@ pub struct TracingConfig {
     pub max_batch_size: usize,
     /// Longest a finished span waits for its batch to fill before the batch is sent
     /// (duration, more than 0). Default `5s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub batch_delay: Duration,
     /// Longest one export request may take (duration, more than 0); a batch that fails
     /// is dropped and counted. Default `10s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub export_timeout: Duration,
     /// Longest wait at shutdown for the queued spans to be exported (duration).
     /// Default `5s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
 }
@@ -81,7 +88,7 @@ impl Default for TracingConfig {
 }
 
 /// How spans are exported.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum TracingProtocol {
     /// OTLP over HTTP with protobuf bodies (`POST .../v1/traces`).

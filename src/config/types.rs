@@ -7,26 +7,30 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::auth::AuthConfig;
 use super::authorization::AuthorizationConfig;
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
+use super::schema::{HumanDuration, SocketAddress};
 use super::trace::TracingConfig;
 use super::upstream::{Defaults, UpstreamConfig};
 
 /// The whole gateway configuration (the top level of the YAML file).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address (`IP:port`) of the MCP listener clients connect to.
     /// Default `127.0.0.1:8080`. `seawall stdio` does not use it.
     #[serde(deserialize_with = "socket_addr::required")]
+    #[schemars(with = "SocketAddress")]
     pub listen: SocketAddr,
     /// Address (`IP:port`) of the admin listener (`/metrics`, `/healthz`, `/readyz`);
     /// `null` disables it. Default `127.0.0.1:9090`. `seawall stdio` does not use it.
     #[serde(deserialize_with = "socket_addr::optional")]
+    #[schemars(with = "Option<SocketAddress>")]
     pub admin_listen: Option<SocketAddr>,
     /// Joins `<upstream><sep><tool>` for tools and prompts on the aggregated endpoint.
     /// Non-empty printable ASCII without whitespace or `/`. Default `"__"`.
@@ -55,13 +59,27 @@ pub struct Config {
     /// OpenTelemetry tracing (OTLP export). Default: off, unless `OTEL_*` variables
     /// configure it.
     pub tracing: TracingConfig,
-    /// The MCP servers behind the gateway; at least one. Default: none (an error).
+    /// An `mcpServers` JSON file (Claude Desktop, Cursor or VS Code) whose servers become
+    /// further upstreams with default settings, after those of `upstreams`; a relative
+    /// path is taken from the config file's directory. A server named like an upstream
+    /// of `upstreams` is an error. Once loaded, `upstreams` holds the file's servers too.
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_mcp_servers: Option<std::path::PathBuf>,
+    /// The MCP servers behind the gateway; at least one (counting those of
+    /// `include_mcp_servers`). Default: none (an error).
     pub upstreams: Vec<UpstreamConfig>,
+    /// What loading found that does not stop the gateway (fields of an included
+    /// `mcpServers` file that seawall does not use), one `FILE:LINE: FIELD: message` line
+    /// each; `check-config` and `run` print them. Not part of the file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// The access log: one line per client request (time, session, principal, method, tool,
 /// id, outcome, error code, HTTP status of a refusal, correlation id, duration).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessLogConfig {
     /// Write it. Default `true`.
@@ -80,7 +98,7 @@ impl Default for AccessLogConfig {
 }
 
 /// The access log's line format.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessLogFormat {
     /// Text on a terminal, JSON otherwise.
@@ -95,7 +113,7 @@ pub enum AccessLogFormat {
 /// The response cache: cacheable results that carry `ttlMs > 0` (upstreams of the
 /// modern era send them) are kept for that long, `public` ones for every client of the
 /// endpoint, `private` ones for the same principal (or session) only.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Keep and serve cached results. Default `false`.
@@ -129,7 +147,9 @@ impl Default for Config {
             cache: CacheConfig::default(),
             access_log: AccessLogConfig::default(),
             tracing: TracingConfig::default(),
+            include_mcp_servers: None,
             upstreams: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -142,10 +162,11 @@ impl Config {
 }
 
 /// Client session table settings.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionConfig {
     /// A session with no traffic for this long is closed (duration). Default `30m`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
     /// Most concurrent client sessions (count); more are refused as overloaded (-32012,
@@ -180,7 +201,7 @@ impl Default for SessionConfig {
 
 /// The replay buffer of one SSE stream towards a Streamable HTTP client: the newest
 /// events it sent or has yet to send, oldest dropped first when either bound is passed.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReplayBufferConfig {
     /// Most events kept per stream (count, at least 1). Default `256`.
@@ -197,7 +218,7 @@ impl Default for ReplayBufferConfig {
 }
 
 /// Size and concurrency limits.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Largest client POST body, and for `seawall stdio` the longest line (bytes); larger
@@ -224,14 +245,17 @@ pub struct LimitsConfig {
     pub max_connections_per_peer: usize,
     /// Longest time a client may take to send a request's headers (HTTP/1; duration);
     /// then the connection is closed. Default `10s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub header_timeout: Duration,
     /// Longest time a client may take to send a POST body (duration); then it is
     /// answered 408 and the connection is closed. Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub body_timeout: Duration,
     /// A client connection with no request in flight for this long is closed
     /// (duration). Default `60s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
 }
@@ -254,7 +278,7 @@ impl Default for LimitsConfig {
 }
 
 /// Origin / Host checks on client requests (DNS-rebinding protection).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecurityConfig {
     /// Extra accepted `Origin` values: full origins like `https://app.example.com`, or
@@ -272,7 +296,7 @@ pub struct SecurityConfig {
 
 /// CORS for browser-based clients on the MCP endpoints and the protected-resource
 /// metadata. Off while `allowed_origins` is empty.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CorsConfig {
     /// Origins whose pages may call the gateway: full origins like
@@ -281,6 +305,7 @@ pub struct CorsConfig {
     pub allowed_origins: Vec<String>,
     /// How long a browser may cache a preflight answer (duration; browsers cap it at
     /// 2 h or less). Default `10m`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub max_age: Duration,
     /// Send `Access-Control-Allow-Credentials: true`, so pages may send cookies or TLS

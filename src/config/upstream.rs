@@ -5,14 +5,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
 };
+use super::schema::{HumanDuration, ScalarText};
 
 /// Defaults applied to every upstream unless it overrides them.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Defaults {
     /// Timeouts per method class.
@@ -26,31 +28,37 @@ pub struct Defaults {
 }
 
 /// Timeouts for talking to an upstream.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     /// TCP/TLS connect, or process spawn plus the `initialize` handshake (duration).
     /// Default `5s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub connect: Duration,
     /// Any request other than `tools/call` (duration). Default `15s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub request: Duration,
     /// `tools/call` when the tool sends no progress (duration). Default `60s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub tool_call: Duration,
     /// `tools/call`: an attempt that hears nothing from the upstream for this long is
     /// abandoned; each progress notification resets it and extends the call's deadline to
     /// at least now + `tool_idle` (duration). Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub tool_idle: Duration,
     /// `tools/call`: hard cap however much progress arrives (duration). Default `300s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub tool_max: Duration,
     /// One attempt of an idempotent request that hears nothing from the upstream for this
     /// long is abandoned and, if the deadline leaves room, retried (on another endpoint of
     /// a replicated upstream); progress restarts it (duration). Default: unset, an attempt
     /// may use the whole deadline.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub attempt: Option<Duration>,
 }
@@ -69,31 +77,37 @@ impl Default for Timeouts {
 }
 
 /// Per-upstream override of `defaults.timeouts`; an absent field keeps the default.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeoutOverrides {
     /// Overrides `defaults.timeouts.connect` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub connect: Option<Duration>,
     /// Overrides `defaults.timeouts.request` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub request: Option<Duration>,
     /// Overrides `defaults.timeouts.tool_call` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<Duration>,
     /// Overrides `defaults.timeouts.tool_idle` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub tool_idle: Option<Duration>,
     /// Overrides `defaults.timeouts.tool_max` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub tool_max: Option<Duration>,
     /// Overrides `defaults.timeouts.attempt` (duration). Default: not overridden.
+    #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub attempt: Option<Duration>,
 }
 
 /// How client sessions share a stdio upstream process.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum StdioShare {
     /// One process for all client sessions. Client features (sampling, elicitation,
@@ -105,7 +119,7 @@ pub enum StdioShare {
 }
 
 /// How an HTTP upstream (`url`) is spoken to.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum HttpTransport {
     /// Streamable HTTP (protocol versions 2025-03-26 and later): `url` is the MCP endpoint.
@@ -118,13 +132,15 @@ pub enum HttpTransport {
 
 /// Backoff between restarts of a dead stdio process: exponential, doubling from
 /// `base_delay` up to `max_delay`.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RestartConfig {
     /// Delay before the first restart (duration). Default `250ms`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub base_delay: Duration,
     /// Longest delay between restarts (duration). Default `30s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub max_delay: Duration,
 }
@@ -136,7 +152,7 @@ impl Default for RestartConfig {
 }
 
 /// The protocol era seawall speaks to an HTTP upstream.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamProtocol {
     /// Detect it: the modern era if the server answers `server/discover`, else legacy.
@@ -150,7 +166,7 @@ pub enum UpstreamProtocol {
 
 /// One MCP server behind the gateway: a stdio process (`command`) or an HTTP server
 /// (`url`, Streamable HTTP or HTTP+SSE), exactly one of the two.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// Unique name, `[A-Za-z0-9_-]{1,64}`, not containing `name_separator`. Required.
@@ -165,6 +181,7 @@ pub struct UpstreamConfig {
     /// stdio: extra environment variables; values may use `${VAR}` (expanded at load,
     /// an unset VAR is an error). Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, ScalarText>")]
     pub env: BTreeMap<String, String>,
     /// stdio: working directory of the process. Default: the gateway's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +194,7 @@ pub struct UpstreamConfig {
     pub restart: RestartConfig,
     /// stdio: after closing stdin wait this long, then SIGTERM, wait again, then SIGKILL
     /// (duration). Default `2s`.
+    #[schemars(with = "HumanDuration")]
     #[serde(
         default = "default_shutdown_grace",
         skip_serializing_if = "is_default_shutdown_grace",
@@ -193,6 +211,7 @@ pub struct UpstreamConfig {
     /// HTTP: static headers sent on every upstream request (e.g. credentials); values may
     /// use `${VAR}`. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, ScalarText>")]
     pub headers: BTreeMap<String, String>,
     /// HTTP: `streamable_http`, or `sse` for a server that speaks only the HTTP+SSE
     /// transport of protocol version 2024-11-05 (`url` is then its event stream, e.g.

@@ -8,6 +8,7 @@ mod files;
 mod guards;
 mod load;
 mod locate;
+mod mcp_servers;
 mod trace;
 mod validation;
 
