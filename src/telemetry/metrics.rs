@@ -173,7 +173,7 @@ pub(crate) fn zero(upstreams: &[&str]) {
 }
 
 /// One answered client request.
-pub(crate) fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
+pub fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
     let method = method_label(method);
     counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome).increment(1);
     histogram!(CLIENT_REQUEST_DURATION, "method" => method).record(elapsed.as_secs_f64());
@@ -253,7 +253,7 @@ pub(crate) mod observed {
 
 /// One answered request to one upstream (also counted in the status page's recent
 /// series).
-pub(crate) fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
+pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
     let method = method_label(method);
     counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
         .increment(1);
