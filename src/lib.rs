@@ -21,7 +21,7 @@ pub mod jsonrpc;
 pub(crate) mod mcp;
 mod ndjson;
 pub(crate) mod policy;
-pub(crate) mod resilience;
+pub mod resilience;
 pub(crate) mod routing;
 pub mod sanitize;
 pub(crate) mod session;

@@ -173,7 +173,7 @@ pub(crate) fn zero(upstreams: &[&str]) {
 }
 
 /// One answered client request.
-pub(crate) fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
+pub fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
     static COUNTERS: Series<Counter> = Series::new();
     static DURATIONS: Series<Histogram> = Series::new();
     let method = method_label(method);
@@ -262,7 +262,7 @@ pub(crate) mod observed {
 
 /// One answered request to one upstream (also counted in the status page's recent
 /// series).
-pub(crate) fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
+pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
     static COUNTERS: Series<Counter> = Series::new();
     static DURATIONS: Series<Histogram> = Series::new();
     let method = method_label(method);

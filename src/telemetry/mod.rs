@@ -4,7 +4,7 @@
 //! `trace` when tracing is on.
 
 pub mod access;
-pub(crate) mod metrics;
+pub mod metrics;
 pub mod recent;
 pub mod trace;
 
