@@ -221,6 +221,7 @@ pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Res
             trust_annotations: up.trust_annotations,
             tools: up.tools.clone(),
             catalog: ToolCatalog::default(),
+            prefixed: Default::default(),
         };
         let slots = Slots::new(policy.concurrency);
         let service = upstream_stack(&policy, &slots, breakers);

@@ -35,6 +35,10 @@ pub struct ToolCatalog {
     refreshed: parking_lot::Mutex<Option<tokio::time::Instant>>,
     /// The upstream said its tools changed since they were last listed.
     stale: std::sync::atomic::AtomicBool,
+    /// The pages learnt, with the names of their tools: one of them again teaches
+    /// nothing. A new page forgets those that name any of its tools (what they said of
+    /// them is no longer what is known).
+    learnt: super::pages::PageMemo<Vec<String>>,
 }
 
 /// Shortest interval between two listings seawall makes itself for one upstream, so
@@ -72,7 +76,14 @@ struct AnnotationsView {
 impl ToolCatalog {
     /// Learns from one page of a `tools/list` result.
     pub fn learn(&self, result: &RawValue) {
+        if self.learnt.get(result.get()).is_some() {
+            return;
+        }
         let Ok(list) = serde_json::from_str::<ListView>(result.get()) else { return };
+        let named: std::collections::HashSet<&str> = list.tools.iter().map(|t| t.name.as_str()).collect();
+        self.learnt.retain(|earlier| !earlier.iter().any(|name| named.contains(name.as_str())));
+        let names = list.tools.iter().map(|t| t.name.clone()).collect();
+        self.learnt.insert(result.get(), Arc::new(names));
         let mut tools = self.tools.write();
         for t in list.tools {
             if tools.len() >= MAX_TOOLS && !tools.contains_key(&t.name) {

@@ -264,10 +264,21 @@ pub(crate) fn encode_notification(method: &str, params: Option<&RawValue>) -> St
 
 /// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
 pub(crate) fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
-    match (body, id) {
-        (Ok(result), Some(id)) => to_json(&OutResult { jsonrpc: "2.0", id, result }),
-        (Ok(result), None) => to_json(&OutError { jsonrpc: "2.0", id: None, error: result }),
-        (Err(error), id) => to_json(&OutError { jsonrpc: "2.0", id, error }),
+    // Sized once: a large result is not copied again and again as the text grows.
+    let size = match body {
+        Ok(raw) | Err(raw) => raw.get().len(),
+    };
+    let id_size = id.map_or(4, |id| id.as_json().len());
+    let mut out = Vec::with_capacity(size + id_size + 48);
+    let written = match (body, id) {
+        (Ok(result), Some(id)) => serde_json::to_writer(&mut out, &OutResult { jsonrpc: "2.0", id, result }),
+        (Ok(result), None) => serde_json::to_writer(&mut out, &OutError { jsonrpc: "2.0", id: None, error: result }),
+        (Err(error), id) => serde_json::to_writer(&mut out, &OutError { jsonrpc: "2.0", id, error }),
+    };
+    match written.map(|()| String::from_utf8(out)) {
+        Ok(Ok(text)) => text,
+        // Serialising raw values and ids into memory does not fail, and writes UTF-8.
+        _ => r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#.to_owned(),
     }
 }
 

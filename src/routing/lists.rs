@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Router, cursor};
 use crate::call::{GatewayError, Reply};
+use crate::catalog::pages::PrefixedPage;
 use crate::client::ClientRequest;
 use crate::jsonrpc;
 use crate::mcp::{meta, method};
@@ -125,6 +126,7 @@ impl Router {
         }
 
         let mut items = Vec::new();
+        let mut pages = Vec::new();
         let mut next = cursor::Cursors::new();
         let mut failures = Vec::new();
         let mut succeeded = 0usize;
@@ -132,7 +134,15 @@ impl Router {
             match result {
                 Ok(Ok(result)) => {
                     succeeded += 1;
-                    self.merge_page(ctx, handle, kind, &result, &mut items, &mut next);
+                    if kind.prefix {
+                        let page = self.prefixed_page(handle, kind, &result);
+                        if let Some(c) = &page.next_cursor {
+                            next.insert(handle.name.to_string(), c.clone());
+                        }
+                        pages.push(page);
+                    } else {
+                        self.merge_page(ctx, handle, kind, &result, &mut items, &mut next);
+                    }
                 }
                 Ok(Err(error)) => {
                     tracing::warn!(upstream = %handle.name, method, error = %error.get(), "upstream refused a list request");
@@ -149,12 +159,53 @@ impl Router {
         {
             return failure;
         }
+        if kind.prefix {
+            return Ok(Ok(self.merged.get(kind.key, &pages, &next)));
+        }
         let mut result = Map::new();
         result.insert(kind.key.into(), Value::Array(items));
         if !next.is_empty() {
             result.insert("nextCursor".into(), Value::String(cursor::encode(&next)));
         }
         Ok(Ok(jsonrpc::to_raw(&result)))
+    }
+
+    /// An upstream's page of a prefixed list (tools, prompts) with its names prefixed:
+    /// read once per distinct page, then found by its bytes.
+    fn prefixed_page(&self, handle: &UpstreamHandle, kind: &ListKind, result: &RawValue) -> Arc<PrefixedPage> {
+        let memo = match kind.key {
+            "prompts" => &handle.policy.prefixed.prompts,
+            _ => &handle.policy.prefixed.tools,
+        };
+        if let Some(page) = memo.get(result.get()) {
+            return page;
+        }
+        let page = Arc::new(self.prefix_page(handle, kind, result));
+        memo.insert(result.get(), Arc::clone(&page));
+        page
+    }
+
+    fn prefix_page(&self, handle: &UpstreamHandle, kind: &ListKind, result: &RawValue) -> PrefixedPage {
+        let Ok(Value::Object(mut page)) = serde_json::from_str::<Value>(result.get()) else {
+            tracing::warn!(upstream = %handle.name, "list result is not an object");
+            return PrefixedPage::default();
+        };
+        let next_cursor = match page.remove("nextCursor") {
+            Some(Value::String(c)) => Some(c),
+            _ => None,
+        };
+        let Some(Value::Array(found)) = page.remove(kind.key) else {
+            return PrefixedPage { entries: Vec::new(), next_cursor };
+        };
+        let mut entries = Vec::with_capacity(found.len());
+        for mut entry in found {
+            let Value::Object(obj) = &mut entry else { continue };
+            let Some(Value::String(name)) = obj.get("name") else { continue };
+            let prefixed = format!("{}{}{name}", handle.name, self.separator);
+            obj.insert("name".into(), Value::String(prefixed));
+            entries.push(jsonrpc::to_json(&entry));
+        }
+        PrefixedPage { entries, next_cursor }
     }
 
     pub(super) fn merge_page(
@@ -181,13 +232,6 @@ impl Router {
             let Value::Object(obj) = &mut entry else {
                 continue;
             };
-            if kind.prefix {
-                let Some(Value::String(name)) = obj.get("name") else {
-                    continue;
-                };
-                let prefixed = format!("{}{}{name}", handle.name, self.separator);
-                obj.insert("name".into(), Value::String(prefixed));
-            }
             match kind.key {
                 "resources" => {
                     if let Some(Value::String(uri)) = obj.get("uri") {
@@ -230,5 +274,101 @@ impl Router {
             return result;
         }
         jsonrpc::to_raw(&page)
+    }
+}
+
+/// The last merged results of the prefixed lists, by the pages they were made of: the
+/// same pages (the same upstreams answering the same bytes) make the same result, which
+/// is then copied rather than written again.
+#[derive(Default)]
+pub(super) struct MergedLists {
+    results: parking_lot::Mutex<Vec<Merged>>,
+}
+
+struct Merged {
+    key: &'static str,
+    pages: Vec<Arc<PrefixedPage>>,
+    result: Box<RawValue>,
+}
+
+/// Most merged results kept.
+const MAX_MERGED: usize = 8;
+
+impl MergedLists {
+    /// The merged list of `pages` (in the upstreams' order) under `key`, with the
+    /// gateway cursor of `next`.
+    fn get(&self, key: &'static str, pages: &[Arc<PrefixedPage>], next: &cursor::Cursors) -> Box<RawValue> {
+        let same = |m: &Merged| {
+            m.key == key && m.pages.len() == pages.len() && m.pages.iter().zip(pages).all(|(a, b)| Arc::ptr_eq(a, b))
+        };
+        if let Some(m) = self.results.lock().iter().find(|m| same(m)) {
+            return m.result.clone();
+        }
+        let result = merge(key, pages, next);
+        let mut results = self.results.lock();
+        if results.len() >= MAX_MERGED {
+            results.remove(0);
+        }
+        results.push(Merged { key, pages: pages.to_vec(), result: result.clone() });
+        result
+    }
+}
+
+/// `{"<key>": [the pages' entries], "nextCursor": ...}`, written from the entries' text.
+fn merge(key: &str, pages: &[Arc<PrefixedPage>], next: &cursor::Cursors) -> Box<RawValue> {
+    let size: usize = pages.iter().flat_map(|p| &p.entries).map(|e| e.len() + 1).sum();
+    let mut text = String::with_capacity(size + key.len() + 64);
+    text.push_str("{\"");
+    text.push_str(key);
+    text.push_str("\":[");
+    let mut first = true;
+    for entry in pages.iter().flat_map(|p| &p.entries) {
+        if !first {
+            text.push(',');
+        }
+        first = false;
+        text.push_str(entry);
+    }
+    text.push(']');
+    if !next.is_empty() {
+        text.push_str(",\"nextCursor\":");
+        text.push_str(&jsonrpc::to_json(&cursor::encode(next)));
+    }
+    text.push('}');
+    RawValue::from_string(text).unwrap_or_else(|e| {
+        // Every part is serde_json's own output: this does not happen.
+        tracing::error!(error = %e, list = key, "a merged list is not valid JSON");
+        jsonrpc::to_raw(&json!({ key: [] }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(entries: &[&str], next_cursor: Option<&str>) -> Arc<PrefixedPage> {
+        Arc::new(PrefixedPage {
+            entries: entries.iter().map(|e| (*e).to_owned()).collect(),
+            next_cursor: next_cursor.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn merged_pages_are_one_valid_list_with_the_gateway_cursor() {
+        let a = page(&[r#"{"name":"a__x"}"#, r#"{"name":"a__y"}"#], Some("2"));
+        let b = page(&[], None);
+        let c = page(&[r#"{"name":"c__z","inputSchema":{"type":"object"}}"#], None);
+        let next: cursor::Cursors = [("a".to_owned(), "2".to_owned())].into();
+        let merged = MergedLists::default();
+        let first = merged.get("tools", &[Arc::clone(&a), Arc::clone(&b), Arc::clone(&c)], &next);
+        let value: Value = serde_json::from_str(first.get()).unwrap();
+        let names: Vec<&str> = value["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a__x", "a__y", "c__z"]);
+        assert_eq!(cursor::decode(value["nextCursor"].as_str().unwrap()), Some(next.clone()));
+        // The same pages give the same result; other pages another one.
+        assert_eq!(merged.get("tools", &[Arc::clone(&a), Arc::clone(&b), Arc::clone(&c)], &next).get(), first.get());
+        let other = merged.get("tools", &[Arc::clone(&c)], &cursor::Cursors::new());
+        assert_eq!(other.get(), r#"{"tools":[{"name":"c__z","inputSchema":{"type":"object"}}]}"#);
+        assert_eq!(merged.get("prompts", &[], &cursor::Cursors::new()).get(), r#"{"prompts":[]}"#);
     }
 }

@@ -36,6 +36,8 @@ pub struct Router {
     separator: String,
     breakers: Arc<Breakers>,
     rewriter: Arc<Rewriter>,
+    /// The last merged `tools/list` and `prompts/list` results.
+    merged: lists::MergedLists,
 }
 
 /// The router as the innermost service of the client stack.
@@ -78,7 +80,7 @@ impl Router {
         breakers: Arc<Breakers>,
         rewriter: Arc<Rewriter>,
     ) -> Router {
-        Router { upstreams, separator, breakers, rewriter }
+        Router { upstreams, separator, breakers, rewriter, merged: Default::default() }
     }
 
     /// The error rewriter.

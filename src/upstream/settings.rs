@@ -25,6 +25,8 @@ pub struct UpstreamSettings {
     pub tools: BTreeMap<String, ToolConfig>,
     /// Tools as the upstream last listed them.
     pub catalog: ToolCatalog,
+    /// Its `tools/list` and `prompts/list` pages as merged lists carry them.
+    pub prefixed: crate::catalog::pages::PrefixedLists,
 }
 
 /// Methods that are safe to send twice.
@@ -80,6 +82,7 @@ mod tests {
             trust_annotations: trust,
             tools,
             catalog: ToolCatalog::default(),
+            prefixed: Default::default(),
         }
     }
 

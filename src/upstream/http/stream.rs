@@ -226,10 +226,12 @@ async fn pump_unrelated(
 
 /// Reads a body, refusing more than `limit` bytes.
 async fn read_bounded(mut resp: UpstreamResponse, limit: usize) -> Result<Vec<u8>, UpstreamError> {
-    if resp.content_length().is_some_and(|n| n > limit as u64) {
+    let declared = resp.content_length();
+    if declared.is_some_and(|n| n > limit as u64) {
         return Err(UpstreamError::TooLarge { limit });
     }
-    let mut body = Vec::new();
+    // Sized once when the upstream declared its length (at most `limit`, checked above).
+    let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     while let Some(chunk) = resp.chunk().await? {
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::TooLarge { limit });
