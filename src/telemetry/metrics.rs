@@ -372,6 +372,53 @@ pub(crate) fn endpoint_ejected(upstream: &str) {
     counter!(ENDPOINT_EJECTIONS, "upstream" => upstream.to_owned()).increment(1);
 }
 
+/// Most series one [`Series`] keeps handles of; past it, lookups go to the registry.
+/// Label values are bounded, so this is only a backstop.
+const MAX_CACHED_SERIES: usize = 65_536;
+
+/// Handles of the series of one metric on the request path, registered on first use
+/// and reused: a lookup here hashes the label values into a buffer of the thread's and
+/// takes a read lock, where the registry's allocates every label and compares keys.
+/// Until the recorder is installed nothing is kept (a handle taken before it would
+/// record nowhere for good).
+struct Series<H> {
+    handles: std::sync::LazyLock<parking_lot::RwLock<std::collections::HashMap<Box<str>, H>>>,
+}
+
+impl<H: Clone> Series<H> {
+    const fn new() -> Series<H> {
+        Series { handles: std::sync::LazyLock::new(Default::default) }
+    }
+
+    /// The handle of the series with these label values, made by `register` the first
+    /// time.
+    fn get(&self, labels: &[&str], register: impl FnOnce() -> H) -> H {
+        thread_local! {
+            static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        if HANDLE.get().is_none() {
+            return register();
+        }
+        KEY.with_borrow_mut(|key| {
+            key.clear();
+            for label in labels {
+                key.push_str(label);
+                // Not a character label values are made of: keys of different labels differ.
+                key.push('\u{1f}');
+            }
+            if let Some(handle) = self.handles.read().get(key.as_str()) {
+                return handle.clone();
+            }
+            let handle = register();
+            let mut handles = self.handles.write();
+            if handles.len() < MAX_CACHED_SERIES {
+                handles.insert(key.as_str().into(), handle.clone());
+            }
+            handle
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,52 +476,5 @@ mod tests {
     fn unknown_methods_share_one_label() {
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("x/arbitrary/client/text"), "other");
-    }
-}
-
-/// Most series one [`Series`] keeps handles of; past it, lookups go to the registry.
-/// Label values are bounded, so this is only a backstop.
-const MAX_CACHED_SERIES: usize = 65_536;
-
-/// Handles of the series of one metric on the request path, registered on first use
-/// and reused: a lookup here hashes the label values into a buffer of the thread's and
-/// takes a read lock, where the registry's allocates every label and compares keys.
-/// Until the recorder is installed nothing is kept (a handle taken before it would
-/// record nowhere for good).
-struct Series<H> {
-    handles: std::sync::LazyLock<parking_lot::RwLock<std::collections::HashMap<Box<str>, H>>>,
-}
-
-impl<H: Clone> Series<H> {
-    const fn new() -> Series<H> {
-        Series { handles: std::sync::LazyLock::new(Default::default) }
-    }
-
-    /// The handle of the series with these label values, made by `register` the first
-    /// time.
-    fn get(&self, labels: &[&str], register: impl FnOnce() -> H) -> H {
-        thread_local! {
-            static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        if HANDLE.get().is_none() {
-            return register();
-        }
-        KEY.with_borrow_mut(|key| {
-            key.clear();
-            for label in labels {
-                key.push_str(label);
-                // Not a character label values are made of: keys of different labels differ.
-                key.push('\u{1f}');
-            }
-            if let Some(handle) = self.handles.read().get(key.as_str()) {
-                return handle.clone();
-            }
-            let handle = register();
-            let mut handles = self.handles.write();
-            if handles.len() < MAX_CACHED_SERIES {
-                handles.insert(key.as_str().into(), handle.clone());
-            }
-            handle
-        })
     }
 }
