@@ -341,20 +341,35 @@ impl Rewriter {
     }
 }
 
-/// Scrubs every text item of an `isError` result; `None` if it is not an object.
+/// Scrubs the content of an `isError` result; `None` if it is not an object.
 fn scrub_tool_error(result: &RawValue) -> Option<Box<RawValue>> {
     let Value::Object(mut map) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
     if let Some(Value::Array(items)) = map.get_mut("content") {
-        for item in items.iter_mut() {
-            if let Some(Value::String(text)) = item.get_mut("text") {
-                *text = sanitize::sanitize(text, TOOL_ERROR_CAP);
-            }
-        }
+        items.iter_mut().for_each(scrub_content);
     }
     if let Some(structured) = map.get_mut("structuredContent") {
         *structured = sanitize::sanitize_json(structured, TEXT_CAP);
     }
     Some(jsonrpc::to_raw(&map))
+}
+
+/// Scrubs one content item of an `isError` result: its text, and an embedded
+/// resource's, to [`TOOL_ERROR_CAP`]; every other string (a link's name or
+/// description, a URI, `_meta`) to [`TEXT_CAP`]. The type, MIME type and binary data
+/// (`data`, `blob`) stay as they are.
+fn scrub_content(item: &mut Value) {
+    let Value::Object(fields) = item else {
+        *item = sanitize::sanitize_json(item, TEXT_CAP);
+        return;
+    };
+    for (key, value) in fields.iter_mut() {
+        match (key.as_str(), value) {
+            ("type" | "mimeType" | "data" | "blob", _) => {}
+            ("text", Value::String(text)) => *text = sanitize::sanitize(text, TOOL_ERROR_CAP),
+            ("resource", resource @ Value::Object(_)) => scrub_content(resource),
+            (_, other) => *other = sanitize::sanitize_json(other, TEXT_CAP),
+        }
+    }
 }
 
 /// `"/a: must be a number; /b: ..."` for at most [`crate::validation::MAX_VIOLATIONS`].

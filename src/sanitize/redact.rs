@@ -3,7 +3,7 @@
 use super::addresses::{ipv4, ipv6};
 use super::hosts::hostnames;
 use super::paths::paths;
-use super::secrets::{auth_schemes, key_values};
+use super::secrets::{auth_schemes, key_values, userinfo};
 use super::span::apply;
 use super::tokens::{blobs, prefixed_tokens};
 use super::urls::urls;
@@ -16,6 +16,7 @@ pub(super) fn redact(text: &str) -> String {
     urls(b, &mut spans);
     key_values(b, &mut spans);
     auth_schemes(b, &mut spans);
+    userinfo(b, &mut spans);
     prefixed_tokens(b, &mut spans);
     blobs(b, &mut spans);
     paths(b, &mut spans);

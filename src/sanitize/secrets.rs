@@ -1,9 +1,11 @@
-//! Credentials: PEM key blocks, `key = value` secrets and `Authorization` schemes.
+//! Credentials: PEM key blocks, `key = value` secrets, `Authorization` schemes and the
+//! `user:password@host` of a connection string written without its scheme.
 
 use std::borrow::Cow;
 
 use super::bytes::{
-    at, escape_at, find, is_alnum, is_control, is_marker, run_end, skip_escape, value_end, word_continues, word_start,
+    at, escape_at, find, is_alnum, is_control, is_marker, marker_before, run_end, skip_escape, value_end,
+    word_continues, word_start,
 };
 use super::markers::MARK_REDACTED;
 use super::span::{Span, apply};
@@ -145,6 +147,40 @@ fn key_value(b: &[u8], mut j: usize, whole_line: bool) -> Option<(usize, usize)>
         return Some((j, k));
     }
     Some((j, value_end(b, j)))
+}
+
+// --- user:password@host ------------------------------------------------------------------
+
+/// A byte of the `user:password` before an `@` (URL userinfo, minus the delimiters of
+/// prose and `key=value` lists).
+fn is_userinfo_byte(c: u8) -> bool {
+    is_alnum(c) || matches!(c, b':' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'*' | b'+' | b'-')
+}
+
+/// `svc:Pa55w0rd@10.0.0.5:5432`, `:secret@cache:6379` — the credentials of a connection
+/// string whose scheme was left out (a URL is redacted whole by `urls`). An e-mail
+/// address has no `:` before its `@` and stays.
+pub(super) fn userinfo(b: &[u8], spans: &mut Vec<Span>) {
+    let mut i = 0;
+    while i < b.len() {
+        if !is_userinfo_byte(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = skip_escape(b, i);
+        let end = run_end(b, i, is_userinfo_byte);
+        i = end + 1;
+        // A host follows; a run glued to a marker stood for something else.
+        if at(b, end) != b'@' || !(is_alnum(at(b, end + 1)) || at(b, end + 1) == b'[') || marker_before(b, start) {
+            continue;
+        }
+        let Some(colon) = b.get(start..end).and_then(|run| run.iter().position(|&c| c == b':')) else { continue };
+        // A password after the colon; `::` is an IPv6 address or a path, not a login.
+        let password = &b[start + colon + 1..end];
+        if !password.is_empty() && !password.starts_with(b":") {
+            spans.push(Span { start, end, marker: MARK_REDACTED });
+        }
+    }
 }
 
 // --- Authorization schemes --------------------------------------------------------------

@@ -97,6 +97,19 @@ fn is_error_texts_are_scrubbed_and_other_results_untouched() {
     let out = reply(&r, "u", "tools/call", Some("t"), None, Ok(failed)).unwrap();
     assert!(out.get().contains("ConnectionRefusedError"), "the headline survives: {}", out.get());
     leak_free(out.get());
+    // Every text of the content is scrubbed: an embedded resource's, a link's description.
+    let attached = raw(json!({"content": [
+        {"type": "resource", "resource": {"uri": "file:///home/deploy/log", "mimeType": "text/plain", "text": RAW_TRACE}},
+        {"type": "resource_link", "uri": "demo://log", "name": "log", "description": RAW_TRACE},
+        {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+    ], "isError": true}));
+    let out = reply(&r, "u", "tools/call", Some("t"), None, Ok(attached)).unwrap();
+    leak_free(out.get());
+    let v: Value = serde_json::from_str(out.get()).unwrap();
+    assert!(v["content"][0]["resource"]["text"].as_str().unwrap().contains("ConnectionRefusedError"), "{v}");
+    assert_eq!(v["content"][0]["resource"]["mimeType"], "text/plain");
+    assert_eq!(v["content"][1]["name"], "log");
+    assert_eq!(v["content"][2]["data"], "aGVsbG8=");
     let fine = raw(json!({"content": [{"type": "text", "text": "/home/deploy is fine here"}], "extra": 1.50}));
     let text = fine.get().to_owned();
     assert_eq!(reply(&r, "u", "tools/call", Some("t"), None, Ok(fine)).unwrap().get(), text);

@@ -120,6 +120,7 @@ fn secret_kind() -> impl Strategy<Value = (String, String)> {
             .prop_map(|(k, v)| (format!("{k}{v}"), v)),
         "[A-Za-z0-9 !#%*+.^_~-]{12,30}".prop_map(|v| (format!("{{\"password\": \"{v}\"}}"), v)),
         "[A-Za-z0-9]{12,20}".prop_map(|v| (format!("https://admin:{v}@db.example.com/x"), v)),
+        "[A-Za-z0-9!$&*+._~-]{11}[0-9]".prop_map(|v| (format!("svc:{v}@db.example.com:5432"), v)),
         "[A-Za-z0-9+/]{40}".prop_filter("looks random", |s| looks_like_key(s.as_bytes())).prop_map(|s| (s.clone(), s)),
         "[A-Za-z0-9+/]{64}".prop_map(|s| (format!("-----BEGIN PRIVATE KEY-----\n{s}\n-----END PRIVATE KEY-----"), s)),
         (1u8..=254, 0u8..=255, 0u8..=255, 1u8..=254, 1024u16..).prop_map(|(a, b, c, d, p)| {

@@ -143,6 +143,12 @@ fn credentials_are_redacted() {
         ("{'accessToken': 'a\\'b'}".to_owned(), "{'accessToken': '[redacted]'}".to_owned()),
         ("Cookie: session=abc; theme=dark".to_owned(), "Cookie: [redacted]".to_owned()),
         (
+            "FATAL: could not connect as svc_billing:Pa55w0rd-Billing@10.20.30.40:5432".to_owned(),
+            "FATAL: could not connect as [redacted]@[host]".to_owned(),
+        ),
+        ("auth :r3dis-pass@cache:6379 refused".to_owned(), "auth [redacted]@[host] refused".to_owned()),
+        ("login admin:hunter2@db.example.com failed".to_owned(), "login [redacted]@db.example.com failed".to_owned()),
+        (
             "sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".to_owned(),
             "sha [redacted]".to_owned(),
         ),
@@ -171,6 +177,9 @@ fn words_that_resemble_credentials_stay() {
         "sk-learn-is-a-python-library-for-ml",
         "password must be at least 8 characters",
         "std::io::Error",
+        "mail ops@example.com at 12:30",
+        "git@github.com:org/repo.git",
+        "key::value@node",
     ] {
         assert_eq!(big(s), s, "{s}");
     }
