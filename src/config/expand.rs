@@ -1,4 +1,5 @@
-//! `${VAR}` expansion in upstream `env` and `headers` values and in `tracing.headers`,
+//! `${VAR}` expansion in upstream `env` and `headers` values, in `tracing.headers` and in
+//! the API keys of `auth.api_keys`,
 //! done once at load so a missing secret is a config error rather than a request failure.
 //!
 //! Syntax: `${NAME}` is replaced by the variable's value (NAME is `[A-Za-z_][A-Za-z0-9_]*`),
@@ -17,6 +18,18 @@ pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option
         match expand(value, lookup) {
             Ok(expanded) => *value = expanded,
             Err(message) => problems.push(Problem::new(at.key(key), message)),
+        }
+    }
+    if let Some(auth) = config.auth.as_mut() {
+        let at = FieldPath::root().key("auth").key("api_keys");
+        for (i, entry) in auth.api_keys.iter_mut().enumerate() {
+            for (field, value) in [("key", &mut entry.key), ("sha256", &mut entry.sha256)] {
+                let Some(value) = value.as_mut() else { continue };
+                match expand(value, lookup) {
+                    Ok(expanded) => *value = expanded,
+                    Err(message) => problems.push(Problem::new(at.index(i).key(field), message)),
+                }
+            }
         }
     }
     for (i, upstream) in config.upstreams.iter_mut().enumerate() {

@@ -76,3 +76,13 @@ fn jwt_needs_issuer_audience_one_jwks_source_and_public_key_algorithms() {
     let jwt = config.auth.and_then(|a| a.jwt).unwrap_or_default();
     assert_eq!((jwt.algorithms.len(), jwt.leeway.as_secs()), (2, 30));
 }
+
+#[test]
+fn api_keys_expand_variables_and_an_unset_one_is_an_error_at_its_key() {
+    let config = ok(&with_upstream(&["auth:", "  api_keys:", "    - { name: ci, key: '${TOKEN}-0123456789abcdef' }"]));
+    let auth = config.auth.expect("auth");
+    assert_eq!(auth.api_keys[0].key.as_deref(), Some("secret-0123456789abcdef"));
+    let found = issues(&with_upstream(&["auth:", "  api_keys:", "    - { name: ci, key: '${CI_KEY}' }"]));
+    assert!(!found.is_empty());
+    assert_issue(&found[0], 3, "auth.api_keys[0].key", "environment variable CI_KEY is not set");
+}

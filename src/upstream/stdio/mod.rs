@@ -176,7 +176,9 @@ impl StdioLink {
         let (state, reason) = match &*self.state.borrow() {
             ProcState::Starting => ("starting", None),
             ProcState::Ready(_) => ("running", None),
-            ProcState::Down(why) => ("down", Some(why.clone())),
+            // The reason may quote what the process said: shown sanitised, like any
+            // upstream text that leaves the gateway.
+            ProcState::Down(why) => ("down", Some(crate::sanitize::text(why))),
             ProcState::Closed => ("stopped", None),
         };
         ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed) }
