@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::resilience::breaker::transition::Reason;
-use crate::resilience::breaker::{BreakerKey, Breakers, Snapshot, State, Totals};
+use crate::resilience::breaker::{BreakerKey, Breakers, Hold, Snapshot, State, Totals};
 use crate::session::{Session, Slot};
 use crate::telemetry::recent::{self, Recent};
 use crate::upstream::http::EraStatus;
@@ -255,6 +255,25 @@ struct Breaker {
     consecutive_failures: u32,
     /// The last time it opened from closed.
     tripped: Option<Tripped>,
+    /// The operator's hold: `{"state": "open", "reason": …}` or `{"state": "closed"}`;
+    /// `null` while it follows its automatic rules.
+    forced: Option<Forced>,
+}
+
+#[derive(Debug, Serialize)]
+struct Forced {
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl From<&Hold> for Forced {
+    fn from(hold: &Hold) -> Forced {
+        match hold {
+            Hold::Open { reason } => Forced { state: "open", reason: Some(reason.to_string()) },
+            Hold::Closed => Forced { state: "closed", reason: None },
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -331,6 +350,14 @@ fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
         window: s.window.into(),
         consecutive_failures: s.consecutive_failures,
         tripped,
+        forced: s.hold.as_ref().map(Forced::from),
+    }
+}
+
+impl Breaker {
+    /// Its state, as listed (`closed`, `open`, `half_open`).
+    pub(crate) fn state(&self) -> &'static str {
+        self.state
     }
 }
 

@@ -182,14 +182,20 @@ pub enum GatewayError {
         reason: String,
     },
     /// A circuit breaker is open: the call was refused without upstream traffic.
-    #[error("circuit open for upstream '{upstream}'{}", tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default())]
+    #[error(
+        "circuit open for upstream '{upstream}'{}{}",
+        tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default(),
+        isolated.as_deref().map(|r| format!(", isolated by the operator: {r}")).unwrap_or_default()
+    )]
     CircuitOpen {
         /// The upstream.
         upstream: Arc<str>,
         /// The tool whose breaker is open (None: the upstream's own breaker).
         tool: Option<Arc<str>>,
-        /// When the breaker will admit a probe.
+        /// When the breaker will admit a probe (meaningless while `isolated`).
         retry_after: Duration,
+        /// The operator's reason, while the breaker is held open by hand.
+        isolated: Option<Arc<str>>,
     },
     /// Too many requests in flight (to one upstream, one session, or the gateway).
     #[error("overloaded: {scope}")]

@@ -155,7 +155,24 @@ impl Rewriter {
                     data(),
                 )),
             },
-            GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after } => {
+            GatewayError::CircuitOpen { upstream, tool: open_tool, isolated: Some(reason), .. } => {
+                // Held open by the operator: no break ends, so no time to retry in.
+                let what = match open_tool {
+                    Some(t) => format!("tool '{}' of upstream '{upstream}'", sanitize::ident(t)),
+                    None => format!("upstream '{upstream}'"),
+                };
+                match as_result {
+                    Some(tool) => Ok(tool_error(&format!(
+                        "tool '{tool}' is unavailable: {what} is isolated by the operator: {reason} (correlation id {cid})"
+                    ))),
+                    None => Err(jsonrpc::error_object(
+                        code::CIRCUIT_OPEN,
+                        &capitalise(&format!("{what} is isolated by the operator: {reason}")),
+                        Some(json!({ "correlationId": cid, "isolated": true, "reason": &**reason })),
+                    )),
+                }
+            }
+            GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after, isolated: None } => {
                 let secs = retry_after.as_secs().max(1);
                 match as_result {
                     Some(tool) => Ok(tool_error(&format!(
