@@ -168,6 +168,9 @@ struct Endpoint {
     /// The URL without user information, query or fragment.
     url: String,
     ejected: bool,
+    /// Who ejected it: `operator` (until restored) or `outlier_detection` (for
+    /// `ejected_for_ms`); `null` while it is not ejected.
+    ejected_by: Option<&'static str>,
     ejected_for_ms: Option<u64>,
     ejections: u32,
     consecutive_failures: u32,
@@ -453,7 +456,12 @@ fn upstream(
                     let era = e.upstream.era();
                     Endpoint {
                         url: shown_url(e.upstream.url()),
-                        ejected: e.ejected_for.is_some(),
+                        ejected: e.held_out || e.ejected_for.is_some(),
+                        ejected_by: if e.held_out {
+                            Some("operator")
+                        } else {
+                            e.ejected_for.map(|_| "outlier_detection")
+                        },
                         ejected_for_ms: e.ejected_for.map(millis),
                         ejections: e.ejections,
                         consecutive_failures: e.consecutive_failures,
