@@ -57,7 +57,8 @@ impl Default for ShutdownConfig {
 
 /// Checks the `admin:` and `shutdown:` sections.
 pub(crate) fn check_operations(admin: &AdminConfig, shutdown: &ShutdownConfig, out: &mut Vec<Problem>) {
-    if let Some(token) = &admin.token {
+    // A `${VAR}` left in it could not be expanded, which is reported already.
+    if let Some(token) = admin.token.as_ref().filter(|t| !t.contains("${")) {
         let at = FieldPath::root().key("admin").key("token");
         if token.chars().count() < MIN_TOKEN_CHARS {
             out.push(Problem::new(at, format!("must be at least {MIN_TOKEN_CHARS} characters")));
