@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::gateway::Gateway;
 use crate::session::Front;
+use crate::signals::Drain;
 use crate::telemetry::metrics::observed;
 use crate::upstream::registry::Connector;
 
@@ -32,16 +33,23 @@ const PAGE_JS: &str = include_str!("page.js");
 const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                            connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// What the admin listener needs beyond the gateway.
+pub(crate) struct AdminOptions {
+    /// A graceful shutdown's progress: readiness fails while it drains.
+    pub drain: Drain,
+}
+
 /// What the admin routes share.
 #[derive(Clone)]
 struct Admin {
     gateway: Arc<Gateway>,
     started: Instant,
     started_wall: SystemTime,
+    drain: Drain,
 }
 
 /// The admin routes.
-pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
+pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>, options: AdminOptions) -> Router {
     let observed = Arc::clone(&gateway);
     let metrics_route = get(move || {
         let metrics = metrics.clone();
@@ -56,7 +64,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -
             }
         }
     });
-    let admin = Admin { gateway, started: Instant::now(), started_wall: SystemTime::now() };
+    let admin = Admin { gateway, started: Instant::now(), started_wall: SystemTime::now(), drain: options.drain };
     // The recent buckets count from here, in step with the uptime the page shows.
     crate::telemetry::recent::global();
     Router::new()
@@ -122,11 +130,13 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Ready when every shared stdio upstream is running; lists each upstream's state.
+/// Ready when every shared stdio upstream is running and no shutdown is under way; lists
+/// each upstream's state.
 async fn readyz(State(admin): State<Admin>) -> Response {
     let gateway = &admin.gateway;
     let mut upstreams = Map::new();
-    let mut ready = true;
+    let draining = admin.drain.is_draining();
+    let mut ready = !draining;
     for handle in gateway.upstreams().iter() {
         let state = match &handle.connector {
             Connector::SharedStdio(link) => {
@@ -153,8 +163,13 @@ async fn readyz(State(admin): State<Admin>) -> Response {
         .into_iter()
         .map(|(key, state)| json!({ "upstream": &*key.upstream, "tool": key.tool.as_deref(), "state": state.as_str() }))
         .collect();
+    let state = match (draining, ready) {
+        (true, _) => "draining",
+        (false, true) => "ready",
+        (false, false) => "degraded",
+    };
     let body = json!({
-        "status": if ready { "ready" } else { "degraded" },
+        "status": state,
         "sessions": gateway.sessions().len(),
         "upstreams": Value::Object(upstreams),
         "breakers": breakers,

@@ -43,7 +43,12 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
         match HttpFront::bind(&config, addr, &core.gateway).await {
             Ok(front) => {
                 tracing::info!(url = %format!("http://{}/mcp", front.local), "HTTP listener");
-                listeners.push(tokio::spawn(front.serve(stop.clone().cancelled_owned())));
+                let (stop, closing) = (stop.clone(), front.closing.clone());
+                let stopping = async move {
+                    stop.cancelled().await;
+                    closing.cancel();
+                };
+                listeners.push(tokio::spawn(front.serve(stopping)));
             }
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "no HTTP listener; serving the stdio client only"),
         }

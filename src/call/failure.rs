@@ -145,6 +145,9 @@ pub enum GatewayError {
     /// The client cancelled the request.
     #[error("request cancelled")]
     Cancelled,
+    /// The gateway is shutting down and its grace period ended before the request did.
+    #[error("stopped at the end of the shutdown grace period")]
+    ShuttingDown,
     /// The request's overall deadline passed.
     #[error("upstream '{upstream}' did not answer within {after:?}")]
     Timeout {
@@ -311,6 +314,9 @@ impl GatewayError {
             GatewayError::RateLimited { .. } => refused(Origin::Policy, "rate_limited"),
             GatewayError::Denied { .. } => refused(Origin::Policy, "denied"),
             GatewayError::Internal(_) => refused(Origin::Gateway, "refused"),
+            // It may have reached the upstream; whatever it did there, the call was cut
+            // short by seawall and says nothing about the upstream's health.
+            GatewayError::ShuttingDown => Class { reached: true, ..refused(Origin::Gateway, "shutdown") },
             GatewayError::Timeout { .. } => Class {
                 origin: Origin::UpstreamTransport,
                 reached: true,

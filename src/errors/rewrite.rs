@@ -8,7 +8,8 @@
 //! | `structuredContent` breaks the tool's `outputSchema` | `isError` result (or -32603) |
 //! | upstream -32600 / -32601 / -32602 / -32002 / -32800 / -32042 | same code, sanitised message and data (`passthrough`) |
 //! | upstream -32603 or any other code | -32603 "Internal error in upstream 'x'" (tool calls: `isError`) |
-//! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012 |
+//! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012, -32013 |
+//! | a request still in flight when the shutdown grace period ends | -32014 |
 //!
 //! Every rewritten answer carries a correlation id (`data.correlationId`, or in the
 //! `isError` text) that appears in seawall's log next to the raw detail.
@@ -127,6 +128,13 @@ impl Rewriter {
                 ))
             }
             GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
+            // Always a JSON-RPC error, a tool call's too: the tool did not fail, seawall
+            // stopped waiting for it.
+            GatewayError::ShuttingDown => Err(jsonrpc::error_object(
+                code::SHUTTING_DOWN,
+                "Gateway shutting down: the request did not finish within the shutdown grace period; its outcome is unknown",
+                data(),
+            )),
             GatewayError::Timeout { after, .. } | GatewayError::AttemptTimeout { after, .. } => match as_result {
                 Some(tool) => Ok(tool_error(&format!(
                     "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
