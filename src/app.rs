@@ -307,9 +307,10 @@ impl Core {
         Background(vec![reaper, announcer])
     }
 
-    /// The admin listener's routes.
-    fn admin_app(&self) -> axum::Router {
-        let options = crate::admin::AdminOptions { drain: self.drain.clone() };
+    /// The admin listener's routes; `config` is the configuration in force, which the
+    /// admin API shows with its secrets masked.
+    fn admin_app(&self, config: &Config) -> axum::Router {
+        let options = crate::admin::AdminOptions { config: Arc::new(config.clone()), drain: self.drain.clone() };
         crate::admin::router(Arc::clone(&self.gateway), self.metrics.clone(), options)
     }
 
@@ -426,7 +427,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin = match config.admin_listen {
         Some(addr) => {
             let l = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-            println!("seawall admin listening on http://{}", l.local_addr()?);
+            let local = l.local_addr()?;
+            crate::admin::log_access(&config.admin, local);
+            println!("seawall admin listening on http://{local}");
             Some(l)
         }
         None => None,
@@ -438,7 +441,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin_stop = tokio_util::sync::CancellationToken::new();
     let admin_task = admin.map(|l| {
         let stop = admin_stop.clone().cancelled_owned();
-        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), stop))
+        tokio::spawn(listener::serve(l, core.admin_app(&config), admin_limits(&config), stop))
     });
     let accepting = tokio_util::sync::CancellationToken::new();
     let closing = front.closing.clone();

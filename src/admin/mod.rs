@@ -1,12 +1,18 @@
 //! The admin listener: liveness, readiness with upstream and breaker status, Prometheus
-//! metrics, and the live status page (`/`, over `/status.json`; see `status.rs`).
+//! metrics, the live status page (`/`, over `/status.json`; see `status.rs`), and the
+//! admin API under `/admin/` (`api.rs`), guarded by a token or to loopback clients
+//! (`access.rs`).
 //!
 //! The page is one HTML file with its stylesheet and script, compiled into the binary
 //! and served from here with a content security policy that allows nothing from
 //! elsewhere, so it works offline and cannot load what a name it shows might smuggle in.
 
+mod access;
+mod api;
+mod masked;
 mod status;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -19,6 +25,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
 
+use crate::config::{AdminConfig, Config};
 use crate::gateway::Gateway;
 use crate::session::Front;
 use crate::signals::Drain;
@@ -35,6 +42,9 @@ const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'sel
 
 /// What the admin listener needs beyond the gateway.
 pub(crate) struct AdminOptions {
+    /// The configuration in force: its `admin.token` guards the admin API, which shows
+    /// it with its secrets masked.
+    pub config: Arc<Config>,
     /// A graceful shutdown's progress: readiness fails while it drains.
     pub drain: Drain,
 }
@@ -45,7 +55,21 @@ struct Admin {
     gateway: Arc<Gateway>,
     started: Instant,
     started_wall: SystemTime,
+    config: Arc<Config>,
     drain: Drain,
+}
+
+/// Logs, at start, who may use the admin API on `local`.
+pub(crate) fn log_access(config: &AdminConfig, local: SocketAddr) {
+    match (&config.token, access::is_loopback(local.ip())) {
+        (Some(_), _) => tracing::info!(%local, "admin API: every request needs the bearer token of admin.token"),
+        (None, true) => tracing::info!(%local, "admin API: loopback clients only (no admin.token)"),
+        (None, false) => tracing::warn!(
+            %local,
+            "admin API: no admin.token, so it answers loopback clients only; requests from other \
+             addresses are refused with 403 (health, readiness, metrics and the status page stay open)"
+        ),
+    }
 }
 
 /// The admin routes.
@@ -64,7 +88,14 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>, o
             }
         }
     });
-    let admin = Admin { gateway, started: Instant::now(), started_wall: SystemTime::now(), drain: options.drain };
+    let access = access::AdminAccess::new(&options.config.admin);
+    let admin = Admin {
+        gateway,
+        started: Instant::now(),
+        started_wall: SystemTime::now(),
+        config: options.config,
+        drain: options.drain,
+    };
     // The recent buckets count from here, in step with the uptime the page shows.
     crate::telemetry::recent::global();
     Router::new()
@@ -75,6 +106,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>, o
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", metrics_route)
+        .nest("/admin", api::router(access))
         .with_state(admin)
 }
 
@@ -98,20 +130,7 @@ async fn status_json(State(admin): State<Admin>, query: Result<Query<status::Raw
         Ok(query) => query,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
-    // Reading a hundred thousand breakers takes a while: off the async workers.
-    let built = tokio::task::spawn_blocking(move || {
-        let gateway = &admin.gateway;
-        let sources = status::Sources {
-            upstreams: gateway.upstreams(),
-            breakers: gateway.breakers(),
-            sessions: gateway.sessions().all(),
-            recent: crate::telemetry::recent::global(),
-            started: admin.started,
-            started_wall: admin.started_wall,
-        };
-        status::document(&sources, &query, Instant::now()).map(|doc| serde_json::to_vec(&doc))
-    })
-    .await;
+    let built = build(admin, query, serde_json::to_vec::<status::Status>).await;
     match built {
         Ok(Ok(Ok(body))) => {
             let headers = [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")];
@@ -123,6 +142,28 @@ async fn status_json(State(admin): State<Admin>, query: Result<Query<status::Raw
         Ok(Ok(Err(e))) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the status: {e}")),
         Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("the status was not built: {e}")),
     }
+}
+
+/// Builds the status document and `encode`s it, off the async workers: reading a
+/// hundred thousand breakers takes a while.
+async fn build<T: Send + 'static>(
+    admin: Admin,
+    query: status::Query,
+    encode: impl FnOnce(&status::Status) -> T + Send + 'static,
+) -> Result<Result<T, status::UnknownUpstream>, tokio::task::JoinError> {
+    tokio::task::spawn_blocking(move || {
+        let gateway = &admin.gateway;
+        let sources = status::Sources {
+            upstreams: gateway.upstreams(),
+            breakers: gateway.breakers(),
+            sessions: gateway.sessions().all(),
+            recent: crate::telemetry::recent::global(),
+            started: admin.started,
+            started_wall: admin.started_wall,
+        };
+        status::document(&sources, &query, Instant::now()).map(|doc| encode(&doc))
+    })
+    .await
 }
 
 /// The process is up and serving.

@@ -236,8 +236,9 @@ struct BreakerList {
 /// breakers at once must not make the document that reports it unbounded.
 pub(crate) const MAX_LISTED: usize = 500;
 
+/// One breaker as listed.
 #[derive(Debug, Serialize)]
-struct Breaker {
+pub(crate) struct Breaker {
     upstream: String,
     /// `null` for the upstream's own breaker.
     tool: Option<String>,
@@ -327,7 +328,16 @@ fn rate(t: Totals) -> Option<f64> {
     (t.calls > 0).then(|| f64::from(t.failures) / f64::from(t.calls))
 }
 
-fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
+/// Every breaker, or `upstream`'s: not closed first, then by upstream and tool.
+pub(crate) fn breakers(breakers: &Breakers, upstream: Option<&str>) -> Vec<Breaker> {
+    let mut listed = Vec::new();
+    breakers.for_each_snapshot(upstream, |key, s| listed.push(breaker(key, s)));
+    listed.sort_by(|a, b| (severity(a.state), &a.upstream, &a.tool).cmp(&(severity(b.state), &b.upstream, &b.tool)));
+    listed
+}
+
+/// One breaker as listed.
+pub(crate) fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
     let tripped = s.tripped.map(|t| Tripped {
         reason: t.reason.as_str(),
         ago_ms: millis(t.ago),

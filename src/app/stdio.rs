@@ -56,9 +56,11 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
     if let Some(addr) = options.admin_listen {
         match TcpListener::bind(addr).await {
             Ok(l) => {
-                tracing::info!(url = %format!("http://{}", l.local_addr()?), "admin listener");
+                let local = l.local_addr()?;
+                crate::admin::log_access(&config.admin, local);
+                tracing::info!(url = %format!("http://{local}"), "admin listener");
                 let serving =
-                    listener::serve(l, core.admin_app(), admin_limits(&config), stop.clone().cancelled_owned());
+                    listener::serve(l, core.admin_app(&config), admin_limits(&config), stop.clone().cancelled_owned());
                 listeners.push(tokio::spawn(serving));
             }
             Err(e) => tracing::warn!(%addr, error = %e, "no admin listener; serving the stdio client only"),
