@@ -68,6 +68,16 @@ impl Api {
     }
 }
 
+/// Waits until seawall's output holds every one of `texts` (its output is read by a
+/// task of its own, so a line may come in a little after what it logs).
+async fn logged(gw: &Seawall, texts: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !texts.iter().all(|t| gw.proc.output().contains(t)) {
+        assert!(Instant::now() < deadline, "the log lacks one of {texts:?}:\n{}", gw.proc.output());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn list_changed(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> bool {
     tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(message) = stream.recv().await {
@@ -177,8 +187,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     ] {
         assert!(metrics.contains(line), "missing {line} in\n{metrics}");
     }
-    let log = gw.proc.output();
-    assert!(log.contains("circuit breaker held open by the operator") && log.contains(reason), "{log}");
+    logged(&gw, &["circuit breaker held open by the operator", reason]).await;
 
     // Mistakes are answered with what is wrong.
     for (path, expected) in [
@@ -252,8 +261,8 @@ async fn the_admin_api_needs_its_token_and_shows_the_configuration_masked() {
         remote.url
     );
     let gw = Seawall::start(&config).await;
-    let log = gw.proc.output();
-    assert!(log.contains("admin API: every request needs the bearer token"), "{log}");
+    // Logged on stderr, which may come in after the `listening` lines on stdout.
+    logged(&gw, &["admin API: every request needs the bearer token"]).await;
 
     for (token, expected) in [(None, 401), (Some("wrong-token-wrong-token-0123"), 401), (Some(TOKEN), 200)] {
         let api = Api::new(&gw, token);
