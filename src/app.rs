@@ -49,6 +49,7 @@ use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
+use crate::signals::{Drain, ShutdownSignals};
 use crate::telemetry::access::{AccessLayer, AccessLog};
 use crate::telemetry::trace::layer::RequestSpanLayer;
 use crate::upstream::http::HttpUpstream;
@@ -58,6 +59,7 @@ use crate::upstream::settings::UpstreamSettings;
 use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
+mod shutdown;
 mod stdio;
 
 pub use stdio::{StdioOptions, run_stdio};
@@ -78,6 +80,7 @@ struct ClientLayers {
     access: AccessLayer,
     authorize: AuthorizeLayer,
     rate_limits: RateLimitLayer,
+    cancel: CancelLayer,
     cache: CacheLayer,
 }
 
@@ -87,7 +90,7 @@ fn client_stack(
     limits: &LimitsConfig,
     layers: ClientLayers,
 ) -> ClientService {
-    let ClientLayers { access, authorize, rate_limits, cache } = layers;
+    let ClientLayers { access, authorize, rate_limits, cancel, cache } = layers;
     let stack = ServiceBuilder::new()
         // With tracing on, one span per request, continuing the client's trace; absent
         // when it is off.
@@ -110,8 +113,8 @@ fn client_stack(
         // Rate limits (GCRA) per principal, tool, upstream and gateway: -32013, HTTP 429.
         .layer(rate_limits)
         // The client's notifications/cancelled ends the request at once (-32800) and
-        // cancels its upstream call.
-        .layer(CancelLayer)
+        // cancels its upstream call; so does the end of a shutdown's grace period (-32014).
+        .layer(cancel)
         // Cacheable results with caching hints, kept for their ttlMs when `cache:` is on
         // (below authorisation: a cached list is filtered per principal like a fresh one).
         .layer(cache)
@@ -246,6 +249,8 @@ struct Core {
     breakers: Arc<Breakers>,
     transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// A graceful shutdown's progress, as readiness and the client stack see it.
+    drain: Drain,
 }
 
 impl Core {
@@ -282,13 +287,15 @@ impl Core {
         let cache = CacheLayer::new(&config.cache);
         let access_log = AccessLog::start(&config.access_log)?;
         let access = AccessLayer::new(access_log.clone());
-        let layers = ClientLayers { access, authorize, rate_limits, cache };
+        let drain = Drain::default();
+        let cancel = CancelLayer::new(drain.clone());
+        let layers = ClientLayers { access, authorize, rate_limits, cancel, cache };
         let client = client_stack(Arc::clone(&router), rewriter, &config.limits, layers);
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal);
         let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
-        Ok(Core { gateway, upstreams, breakers, transitions, metrics })
+        Ok(Core { gateway, upstreams, breakers, transitions, metrics, drain })
     }
 
     /// Starts the housekeeping: idle sessions end, and clients hear of hidden tools.
@@ -301,9 +308,11 @@ impl Core {
         Background(vec![reaper, announcer])
     }
 
-    /// The admin listener's routes.
-    fn admin_app(&self) -> axum::Router {
-        crate::admin::router(Arc::clone(&self.gateway), self.metrics.clone())
+    /// The admin listener's routes; `config` is the configuration in force, which the
+    /// admin API shows with its secrets masked.
+    fn admin_app(&self, config: &Config) -> axum::Router {
+        let options = crate::admin::AdminOptions { config: Arc::new(config.clone()), drain: self.drain.clone() };
+        crate::admin::router(Arc::clone(&self.gateway), self.metrics.clone(), options)
     }
 
     /// Ends every session (closing their upstream sessions and processes) and stops the
@@ -335,7 +344,8 @@ struct HttpFront {
     local: SocketAddr,
     app: crate::downstream::cors::Cors<axum::Router>,
     limits: ListenerLimits,
-    /// Fired when serving stops: GET streams end, so connections drain.
+    /// Fired to end the long-lived streams (GET, HTTP+SSE, subscriptions), so that
+    /// connections can drain.
     closing: tokio_util::sync::CancellationToken,
 }
 
@@ -371,14 +381,10 @@ impl HttpFront {
         Ok(HttpFront { listener, local, app, limits: client_limits(config), closing })
     }
 
-    /// Serves until `stop` completes, then drains the connections.
+    /// Serves until `stop` completes, then drains the connections; the long-lived
+    /// streams end when `closing` is fired, which the caller does.
     async fn serve(self, stop: impl std::future::Future<Output = ()>) {
-        let closing = self.closing;
-        let stopping = async move {
-            stop.await;
-            closing.cancel();
-        };
-        listener::serve(self.listener, self.app, self.limits, stopping).await;
+        listener::serve(self.listener, self.app, self.limits, stop).await;
     }
 }
 
@@ -389,16 +395,23 @@ fn client_limits(config: &Config) -> ListenerLimits {
         max_per_peer: config.limits.max_connections_per_peer,
         header_timeout: config.limits.header_timeout,
         idle_timeout: config.limits.idle_timeout,
+        drain: config.shutdown.grace + shutdown::LISTENER_MARGIN,
     }
 }
 
 /// The admin listener has a small budget of its own, so it answers while clients
-/// saturate theirs.
+/// saturate theirs; it stops last, with nothing left to drain.
 fn admin_limits(config: &Config) -> ListenerLimits {
-    ListenerLimits { max_connections: ADMIN_CONNECTIONS, max_per_peer: 0, ..client_limits(config) }
+    ListenerLimits {
+        max_connections: ADMIN_CONNECTIONS,
+        max_per_peer: 0,
+        drain: Duration::from_secs(1),
+        ..client_limits(config)
+    }
 }
 
-/// Runs the gateway until SIGINT or SIGTERM (SIGHUP is logged and ignored).
+/// Runs the gateway until SIGINT or SIGTERM, then shuts it down gracefully (see
+/// `shutdown.rs`); SIGHUP is logged and ignored.
 pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()> {
     if let Some(listen) = overrides.listen {
         config.listen = listen;
@@ -407,6 +420,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
         config.admin_listen = Some(admin);
     }
     crate::signals::ignore_reload_requests();
+    let signals = ShutdownSignals::install();
     let mut core = Core::assemble(&mut config)?;
     let front = HttpFront::bind(&config, config.listen, &core.gateway).await?;
     println!("seawall listening on http://{}/mcp", front.local);
@@ -414,7 +428,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin = match config.admin_listen {
         Some(addr) => {
             let l = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-            println!("seawall admin listening on http://{}", l.local_addr()?);
+            let local = l.local_addr()?;
+            crate::admin::log_access(&config.admin, local);
+            println!("seawall admin listening on http://{local}");
             Some(l)
         }
         None => None,
@@ -423,17 +439,29 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let _ = std::io::stdout().flush();
 
     let background = core.spawn_background();
+    let admin_stop = tokio_util::sync::CancellationToken::new();
     let admin_task = admin.map(|l| {
-        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), crate::signals::shutdown_signal()))
+        let stop = admin_stop.clone().cancelled_owned();
+        tokio::spawn(listener::serve(l, core.admin_app(&config), admin_limits(&config), stop))
     });
-    front.serve(crate::signals::shutdown_signal()).await;
-
-    tracing::info!("shutting down");
-    drop(background);
-    if let Some(t) = admin_task {
-        t.abort();
+    let accepting = tokio_util::sync::CancellationToken::new();
+    let closing = front.closing.clone();
+    let serving = tokio::spawn(front.serve(accepting.clone().cancelled_owned()));
+    let shutdown =
+        shutdown::Shutdown { gateway: &core.gateway, drain: &core.drain, config: config.shutdown, accepting, closing };
+    shutdown.run(signals).await;
+    if let Err(e) = serving.await {
+        tracing::warn!(error = %e, "the MCP listener's task failed");
     }
+
+    tracing::info!("ending sessions and stopping upstream processes");
+    drop(background);
     core.shutdown().await;
+    admin_stop.cancel();
+    if let Some(t) = admin_task {
+        let _ = t.await;
+    }
+    tracing::info!("shut down");
     Ok(())
 }
 

@@ -1,12 +1,18 @@
 //! The admin listener: liveness, readiness with upstream and breaker status, Prometheus
-//! metrics, and the live status page (`/`, over `/status.json`; see `status.rs`).
+//! metrics, the live status page (`/`, over `/status.json`; see `status.rs`), and the
+//! admin API under `/admin/` (`api.rs`), guarded by a token or to loopback clients
+//! (`access.rs`).
 //!
 //! The page is one HTML file with its stylesheet and script, compiled into the binary
 //! and served from here with a content security policy that allows nothing from
 //! elsewhere, so it works offline and cannot load what a name it shows might smuggle in.
 
+mod access;
+mod api;
+mod masked;
 mod status;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -19,8 +25,10 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
 
+use crate::config::{AdminConfig, Config};
 use crate::gateway::Gateway;
 use crate::session::Front;
+use crate::signals::Drain;
 use crate::telemetry::metrics::observed;
 use crate::upstream::registry::Connector;
 
@@ -32,16 +40,40 @@ const PAGE_JS: &str = include_str!("page.js");
 const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                            connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// What the admin listener needs beyond the gateway.
+pub(crate) struct AdminOptions {
+    /// The configuration in force: its `admin.token` guards the admin API, which shows
+    /// it with its secrets masked.
+    pub config: Arc<Config>,
+    /// A graceful shutdown's progress: readiness fails while it drains.
+    pub drain: Drain,
+}
+
 /// What the admin routes share.
 #[derive(Clone)]
 struct Admin {
     gateway: Arc<Gateway>,
     started: Instant,
     started_wall: SystemTime,
+    config: Arc<Config>,
+    drain: Drain,
+}
+
+/// Logs, at start, who may use the admin API on `local`.
+pub(crate) fn log_access(config: &AdminConfig, local: SocketAddr) {
+    match (&config.token, access::is_loopback(local.ip())) {
+        (Some(_), _) => tracing::info!(%local, "admin API: every request needs the bearer token of admin.token"),
+        (None, true) => tracing::info!(%local, "admin API: loopback clients only (no admin.token)"),
+        (None, false) => tracing::warn!(
+            %local,
+            "admin API: no admin.token, so it answers loopback clients only; requests from other \
+             addresses are refused with 403 (health, readiness, metrics and the status page stay open)"
+        ),
+    }
 }
 
 /// The admin routes.
-pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -> Router {
+pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>, options: AdminOptions) -> Router {
     let observed = Arc::clone(&gateway);
     let metrics_route = get(move || {
         let metrics = metrics.clone();
@@ -56,7 +88,14 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -
             }
         }
     });
-    let admin = Admin { gateway, started: Instant::now(), started_wall: SystemTime::now() };
+    let access = access::AdminAccess::new(&options.config.admin);
+    let admin = Admin {
+        gateway,
+        started: Instant::now(),
+        started_wall: SystemTime::now(),
+        config: options.config,
+        drain: options.drain,
+    };
     // The recent buckets count from here, in step with the uptime the page shows.
     crate::telemetry::recent::global();
     Router::new()
@@ -67,6 +106,7 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>) -
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", metrics_route)
+        .nest("/admin", api::router(access))
         .with_state(admin)
 }
 
@@ -90,20 +130,7 @@ async fn status_json(State(admin): State<Admin>, query: Result<Query<status::Raw
         Ok(query) => query,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
-    // Reading a hundred thousand breakers takes a while: off the async workers.
-    let built = tokio::task::spawn_blocking(move || {
-        let gateway = &admin.gateway;
-        let sources = status::Sources {
-            upstreams: gateway.upstreams(),
-            breakers: gateway.breakers(),
-            sessions: gateway.sessions().all(),
-            recent: crate::telemetry::recent::global(),
-            started: admin.started,
-            started_wall: admin.started_wall,
-        };
-        status::document(&sources, &query, Instant::now()).map(|doc| serde_json::to_vec(&doc))
-    })
-    .await;
+    let built = build(admin, query, serde_json::to_vec::<status::Status>).await;
     match built {
         Ok(Ok(Ok(body))) => {
             let headers = [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")];
@@ -117,16 +144,40 @@ async fn status_json(State(admin): State<Admin>, query: Result<Query<status::Raw
     }
 }
 
+/// Builds the status document and `encode`s it, off the async workers: reading a
+/// hundred thousand breakers takes a while.
+async fn build<T: Send + 'static>(
+    admin: Admin,
+    query: status::Query,
+    encode: impl FnOnce(&status::Status) -> T + Send + 'static,
+) -> Result<Result<T, status::UnknownUpstream>, tokio::task::JoinError> {
+    tokio::task::spawn_blocking(move || {
+        let gateway = &admin.gateway;
+        let sources = status::Sources {
+            upstreams: gateway.upstreams(),
+            breakers: gateway.breakers(),
+            sessions: gateway.sessions().all(),
+            recent: crate::telemetry::recent::global(),
+            started: admin.started,
+            started_wall: admin.started_wall,
+        };
+        status::document(&sources, &query, Instant::now()).map(|doc| encode(&doc))
+    })
+    .await
+}
+
 /// The process is up and serving.
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Ready when every shared stdio upstream is running; lists each upstream's state.
+/// Ready when every shared stdio upstream is running and no shutdown is under way; lists
+/// each upstream's state.
 async fn readyz(State(admin): State<Admin>) -> Response {
     let gateway = &admin.gateway;
     let mut upstreams = Map::new();
-    let mut ready = true;
+    let draining = admin.drain.is_draining();
+    let mut ready = !draining;
     for handle in gateway.upstreams().iter() {
         let state = match &handle.connector {
             Connector::SharedStdio(link) => {
@@ -153,8 +204,13 @@ async fn readyz(State(admin): State<Admin>) -> Response {
         .into_iter()
         .map(|(key, state)| json!({ "upstream": &*key.upstream, "tool": key.tool.as_deref(), "state": state.as_str() }))
         .collect();
+    let state = match (draining, ready) {
+        (true, _) => "draining",
+        (false, true) => "ready",
+        (false, false) => "degraded",
+    };
     let body = json!({
-        "status": if ready { "ready" } else { "degraded" },
+        "status": state,
         "sessions": gateway.sessions().len(),
         "upstreams": Value::Object(upstreams),
         "breakers": breakers,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::resilience::breaker::transition::Reason;
-use crate::resilience::breaker::{BreakerKey, Breakers, Snapshot, State, Totals};
+use crate::resilience::breaker::{BreakerKey, Breakers, Hold, Snapshot, State, Totals};
 use crate::session::{Session, Slot};
 use crate::telemetry::recent::{self, Recent};
 use crate::upstream::http::EraStatus;
@@ -168,6 +168,9 @@ struct Endpoint {
     /// The URL without user information, query or fragment.
     url: String,
     ejected: bool,
+    /// Who ejected it: `operator` (until restored) or `outlier_detection` (for
+    /// `ejected_for_ms`); `null` while it is not ejected.
+    ejected_by: Option<&'static str>,
     ejected_for_ms: Option<u64>,
     ejections: u32,
     consecutive_failures: u32,
@@ -233,8 +236,9 @@ struct BreakerList {
 /// breakers at once must not make the document that reports it unbounded.
 pub(crate) const MAX_LISTED: usize = 500;
 
+/// One breaker as listed.
 #[derive(Debug, Serialize)]
-struct Breaker {
+pub(crate) struct Breaker {
     upstream: String,
     /// `null` for the upstream's own breaker.
     tool: Option<String>,
@@ -255,6 +259,25 @@ struct Breaker {
     consecutive_failures: u32,
     /// The last time it opened from closed.
     tripped: Option<Tripped>,
+    /// The operator's hold: `{"state": "open", "reason": …}` or `{"state": "closed"}`;
+    /// `null` while it follows its automatic rules.
+    forced: Option<Forced>,
+}
+
+#[derive(Debug, Serialize)]
+struct Forced {
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl From<&Hold> for Forced {
+    fn from(hold: &Hold) -> Forced {
+        match hold {
+            Hold::Open { reason } => Forced { state: "open", reason: Some(reason.to_string()) },
+            Hold::Closed => Forced { state: "closed", reason: None },
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -305,7 +328,16 @@ fn rate(t: Totals) -> Option<f64> {
     (t.calls > 0).then(|| f64::from(t.failures) / f64::from(t.calls))
 }
 
-fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
+/// Every breaker, or `upstream`'s: not closed first, then by upstream and tool.
+pub(crate) fn breakers(breakers: &Breakers, upstream: Option<&str>) -> Vec<Breaker> {
+    let mut listed = Vec::new();
+    breakers.for_each_snapshot(upstream, |key, s| listed.push(breaker(key, s)));
+    listed.sort_by(|a, b| (severity(a.state), &a.upstream, &a.tool).cmp(&(severity(b.state), &b.upstream, &b.tool)));
+    listed
+}
+
+/// One breaker as listed.
+pub(crate) fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
     let tripped = s.tripped.map(|t| Tripped {
         reason: t.reason.as_str(),
         ago_ms: millis(t.ago),
@@ -331,6 +363,14 @@ fn breaker(key: &BreakerKey, s: &Snapshot) -> Breaker {
         window: s.window.into(),
         consecutive_failures: s.consecutive_failures,
         tripped,
+        forced: s.hold.as_ref().map(Forced::from),
+    }
+}
+
+impl Breaker {
+    /// Its state, as listed (`closed`, `open`, `half_open`).
+    pub(crate) fn state(&self) -> &'static str {
+        self.state
     }
 }
 
@@ -426,7 +466,12 @@ fn upstream(
                     let era = e.upstream.era();
                     Endpoint {
                         url: shown_url(e.upstream.url()),
-                        ejected: e.ejected_for.is_some(),
+                        ejected: e.held_out || e.ejected_for.is_some(),
+                        ejected_by: if e.held_out {
+                            Some("operator")
+                        } else {
+                            e.ejected_for.map(|_| "outlier_detection")
+                        },
                         ejected_for_ms: e.ejected_for.map(millis),
                         ejections: e.ejections,
                         consecutive_failures: e.consecutive_failures,

@@ -43,7 +43,12 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
         match HttpFront::bind(&config, addr, &core.gateway).await {
             Ok(front) => {
                 tracing::info!(url = %format!("http://{}/mcp", front.local), "HTTP listener");
-                listeners.push(tokio::spawn(front.serve(stop.clone().cancelled_owned())));
+                let (stop, closing) = (stop.clone(), front.closing.clone());
+                let stopping = async move {
+                    stop.cancelled().await;
+                    closing.cancel();
+                };
+                listeners.push(tokio::spawn(front.serve(stopping)));
             }
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "no HTTP listener; serving the stdio client only"),
         }
@@ -51,9 +56,11 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
     if let Some(addr) = options.admin_listen {
         match TcpListener::bind(addr).await {
             Ok(l) => {
-                tracing::info!(url = %format!("http://{}", l.local_addr()?), "admin listener");
+                let local = l.local_addr()?;
+                crate::admin::log_access(&config.admin, local);
+                tracing::info!(url = %format!("http://{local}"), "admin listener");
                 let serving =
-                    listener::serve(l, core.admin_app(), admin_limits(&config), stop.clone().cancelled_owned());
+                    listener::serve(l, core.admin_app(&config), admin_limits(&config), stop.clone().cancelled_owned());
                 listeners.push(tokio::spawn(serving));
             }
             Err(e) => tracing::warn!(%addr, error = %e, "no admin listener; serving the stdio client only"),

@@ -145,6 +145,9 @@ pub enum GatewayError {
     /// The client cancelled the request.
     #[error("request cancelled")]
     Cancelled,
+    /// The gateway is shutting down and its grace period ended before the request did.
+    #[error("stopped at the end of the shutdown grace period")]
+    ShuttingDown,
     /// The request's overall deadline passed.
     #[error("upstream '{upstream}' did not answer within {after:?}")]
     Timeout {
@@ -182,14 +185,20 @@ pub enum GatewayError {
         reason: String,
     },
     /// A circuit breaker is open: the call was refused without upstream traffic.
-    #[error("circuit open for upstream '{upstream}'{}", tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default())]
+    #[error(
+        "circuit open for upstream '{upstream}'{}{}",
+        tool.as_deref().map(|t| format!(" tool '{t}'")).unwrap_or_default(),
+        isolated.as_deref().map(|r| format!(", isolated by the operator: {r}")).unwrap_or_default()
+    )]
     CircuitOpen {
         /// The upstream.
         upstream: Arc<str>,
         /// The tool whose breaker is open (None: the upstream's own breaker).
         tool: Option<Arc<str>>,
-        /// When the breaker will admit a probe.
+        /// When the breaker will admit a probe (meaningless while `isolated`).
         retry_after: Duration,
+        /// The operator's reason, while the breaker is held open by hand.
+        isolated: Option<Arc<str>>,
     },
     /// Too many requests in flight (to one upstream, one session, or the gateway).
     #[error("overloaded: {scope}")]
@@ -305,6 +314,9 @@ impl GatewayError {
             GatewayError::RateLimited { .. } => refused(Origin::Policy, "rate_limited"),
             GatewayError::Denied { .. } => refused(Origin::Policy, "denied"),
             GatewayError::Internal(_) => refused(Origin::Gateway, "refused"),
+            // It may have reached the upstream; whatever it did there, the call was cut
+            // short by seawall and says nothing about the upstream's health.
+            GatewayError::ShuttingDown => Class { reached: true, ..refused(Origin::Gateway, "shutdown") },
             GatewayError::Timeout { .. } => Class {
                 origin: Origin::UpstreamTransport,
                 reached: true,

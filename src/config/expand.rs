@@ -1,6 +1,6 @@
 //! `${VAR}` expansion in upstream `env` and `headers` values, in `tracing.headers` and in
-//! the API keys of `auth.api_keys`,
-//! done once at load so a missing secret is a config error rather than a request failure.
+//! the API keys of `auth.api_keys` and `admin.token`, done once at load so a missing
+//! secret is a config error rather than a request failure.
 //!
 //! Syntax: `${NAME}` is replaced by the variable's value (NAME is `[A-Za-z_][A-Za-z0-9_]*`),
 //! `$$` is a literal `$`, and any other `$` is kept as is.
@@ -8,11 +8,17 @@
 use super::Config;
 use super::locate::{FieldPath, Problem};
 
-/// Expands every `env` and `headers` value of every upstream, and every
-/// `tracing.headers` value, in place, looking variables up with `lookup`; returns one
+/// Expands every `env` and `headers` value of every upstream, every `tracing.headers`
+/// value and `admin.token`, in place, looking variables up with `lookup`; returns one
 /// problem per value that cannot be expanded.
 pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Problem> {
     let mut problems = Vec::new();
+    if let Some(token) = config.admin.token.as_mut() {
+        match expand(token, lookup) {
+            Ok(expanded) => *token = expanded,
+            Err(message) => problems.push(Problem::new(FieldPath::root().key("admin").key("token"), message)),
+        }
+    }
     let at = FieldPath::root().key("tracing").key("headers");
     for (key, value) in config.tracing.headers.iter_mut() {
         match expand(value, lookup) {

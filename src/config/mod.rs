@@ -21,6 +21,7 @@ mod expand;
 mod include;
 mod locate;
 mod mcp_servers;
+mod operations;
 mod rate_limit;
 mod resilience;
 mod schema;
@@ -39,6 +40,7 @@ pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
 pub use authorization::{AuthorizationConfig, AuthzRuleConfig, Decision, PatternsConfig, PrincipalMatcher};
 pub use error::{ConfigError, ConfigIssue};
 pub use mcp_servers::{Imported, McpServers, McpServersFormat, import, parse_mcp_servers, read_mcp_servers};
+pub use operations::{AdminConfig, ShutdownConfig};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::AuthConfig;
 use super::authorization::AuthorizationConfig;
+use super::operations::{AdminConfig, ShutdownConfig};
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
 use super::schema::{HumanDuration, SocketAddress};
@@ -27,11 +28,16 @@ pub struct Config {
     #[serde(deserialize_with = "socket_addr::required")]
     #[schemars(with = "SocketAddress")]
     pub listen: SocketAddr,
-    /// Address (`IP:port`) of the admin listener (`/metrics`, `/healthz`, `/readyz`);
-    /// `null` disables it. Default `127.0.0.1:9090`. `seawall stdio` does not use it.
+    /// Address (`IP:port`) of the admin listener (`/metrics`, `/healthz`, `/readyz`, the
+    /// status page and the admin API); `null` disables it. Default `127.0.0.1:9090`.
+    /// `seawall stdio` does not use it.
     #[serde(deserialize_with = "socket_addr::optional")]
     #[schemars(with = "Option<SocketAddress>")]
     pub admin_listen: Option<SocketAddr>,
+    /// Who may use the admin API. Default: loopback clients only, without a token.
+    pub admin: AdminConfig,
+    /// Graceful shutdown on SIGTERM and SIGINT.
+    pub shutdown: ShutdownConfig,
     /// Joins `<upstream><sep><tool>` for tools and prompts on the aggregated endpoint.
     /// Non-empty printable ASCII without whitespace or `/`. Default `"__"`.
     pub name_separator: String,
@@ -135,6 +141,8 @@ impl Default for Config {
         Config {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080),
             admin_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9090)),
+            admin: AdminConfig::default(),
+            shutdown: ShutdownConfig::default(),
             name_separator: "__".to_owned(),
             session: SessionConfig::default(),
             limits: LimitsConfig::default(),

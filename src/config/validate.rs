@@ -39,6 +39,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     check_limits(config, &mut out);
     check_security(config, &mut out);
     super::auth::check_auth(config.auth.as_ref(), &mut out);
+    super::operations::check_operations(&config.admin, &config.shutdown, &mut out);
     let defaults = FieldPath::root().key("defaults").key("timeouts");
     check_timeouts(&defaults, &config.defaults.timeouts, &mut out);
     check_resilience_defaults(config, &mut out);

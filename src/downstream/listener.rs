@@ -4,7 +4,8 @@
 //! beyond the cap at once with a minimal 503, so that one client cannot take every file
 //! descriptor; each connection has a header-read timeout (HTTP/1) and an idle timeout
 //! (no request in flight). On shutdown the loop stops accepting, asks every connection to
-//! finish its requests, and gives them a bounded time to do so.
+//! finish its requests (HTTP/1 keep-alive ends, HTTP/2 sends GOAWAY), and gives them the
+//! listener's drain period to do so.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -27,8 +28,6 @@ use tower::ServiceExt as _;
 
 use super::refusal::Refusal;
 
-/// How long connections may take to finish their requests after shutdown begins.
-const DRAIN: Duration = Duration::from_secs(10);
 /// How long an idle connection gets to close cleanly (HTTP/2 GOAWAY) before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
 /// Pause after a failed `accept` (e.g. out of descriptors) so the loop does not spin.
@@ -45,6 +44,9 @@ pub(crate) struct ListenerLimits {
     pub(crate) header_timeout: Duration,
     /// A connection with no request in flight for this long is closed.
     pub(crate) idle_timeout: Duration,
+    /// How long connections may take to finish their requests once the listener stops
+    /// accepting; then they are dropped.
+    pub(crate) drain: Duration,
 }
 
 /// The client's address, recorded in every request's extensions.
@@ -112,9 +114,12 @@ pub(crate) async fn serve(
         let conn = Connection { builder: Arc::clone(&builder), app: app.clone(), peer, limits, stop: stop.clone() };
         tracker.spawn(conn.run(stream, slot));
     }
+    // Closed now, not when the drain is over: new connections are refused at once
+    // rather than left waiting in the backlog.
+    drop(listener);
     stop.cancel();
     tracker.close();
-    if tokio::time::timeout(DRAIN, tracker.wait()).await.is_err() {
+    if tokio::time::timeout(limits.drain, tracker.wait()).await.is_err() {
         tracing::info!(target: "seawall::downstream", open = tracker.len(), "closing connections still open after the drain period");
     }
 }
@@ -199,7 +204,7 @@ impl<A: App> Connection<A> {
                 return;
             }
             () = idle(busy_rx, self.limits.idle_timeout) => IDLE_CLOSE,
-            () = self.stop.cancelled() => DRAIN,
+            () = self.stop.cancelled() => self.limits.drain,
         };
         conn.as_mut().graceful_shutdown();
         let _ = tokio::time::timeout(grace, conn).await;
@@ -273,6 +278,7 @@ mod tests {
             max_per_peer: 2,
             header_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
+            drain: Duration::from_secs(1),
         };
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();

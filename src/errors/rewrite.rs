@@ -8,7 +8,8 @@
 //! | `structuredContent` breaks the tool's `outputSchema` | `isError` result (or -32603) |
 //! | upstream -32600 / -32601 / -32602 / -32002 / -32800 / -32042 | same code, sanitised message and data (`passthrough`) |
 //! | upstream -32603 or any other code | -32603 "Internal error in upstream 'x'" (tool calls: `isError`) |
-//! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012 |
+//! | seawall's refusals | -32700, -32600, -32601, -32602, -32002, -32001, -32800, -32010, -32011, -32012, -32013 |
+//! | a request still in flight when the shutdown grace period ends | -32014 |
 //!
 //! Every rewritten answer carries a correlation id (`data.correlationId`, or in the
 //! `isError` text) that appears in seawall's log next to the raw detail.
@@ -127,6 +128,13 @@ impl Rewriter {
                 ))
             }
             GatewayError::Cancelled => Err(jsonrpc::error_object(code::REQUEST_CANCELLED, "Request cancelled", data())),
+            // Always a JSON-RPC error, a tool call's too: the tool did not fail, seawall
+            // stopped waiting for it.
+            GatewayError::ShuttingDown => Err(jsonrpc::error_object(
+                code::SHUTTING_DOWN,
+                "Gateway shutting down: the request did not finish within the shutdown grace period; its outcome is unknown",
+                data(),
+            )),
             GatewayError::Timeout { after, .. } | GatewayError::AttemptTimeout { after, .. } => match as_result {
                 Some(tool) => Ok(tool_error(&format!(
                     "tool '{tool}' timed out after {}; the outcome is unknown (correlation id {cid})",
@@ -155,7 +163,24 @@ impl Rewriter {
                     data(),
                 )),
             },
-            GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after } => {
+            GatewayError::CircuitOpen { upstream, tool: open_tool, isolated: Some(reason), .. } => {
+                // Held open by the operator: no break ends, so no time to retry in.
+                let what = match open_tool {
+                    Some(t) => format!("tool '{}' of upstream '{upstream}'", sanitize::ident(t)),
+                    None => format!("upstream '{upstream}'"),
+                };
+                match as_result {
+                    Some(tool) => Ok(tool_error(&format!(
+                        "tool '{tool}' is unavailable: {what} is isolated by the operator: {reason} (correlation id {cid})"
+                    ))),
+                    None => Err(jsonrpc::error_object(
+                        code::CIRCUIT_OPEN,
+                        &capitalise(&format!("{what} is isolated by the operator: {reason}")),
+                        Some(json!({ "correlationId": cid, "isolated": true, "reason": &**reason })),
+                    )),
+                }
+            }
+            GatewayError::CircuitOpen { upstream, tool: open_tool, retry_after, isolated: None } => {
                 let secs = retry_after.as_secs().max(1);
                 match as_result {
                     Some(tool) => Ok(tool_error(&format!(

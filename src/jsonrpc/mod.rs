@@ -38,6 +38,9 @@ pub(crate) mod code {
     pub const OVERLOADED: i64 = -32012;
     /// A rate limit refused the request (seawall's own code).
     pub const RATE_LIMITED: i64 = -32013;
+    /// The gateway is shutting down and stopped the request at the end of its grace
+    /// period (seawall's own code).
+    pub const SHUTTING_DOWN: i64 = -32014;
     /// The request was cancelled.
     pub const REQUEST_CANCELLED: i64 = -32800;
     /// The client must complete a URL elicitation first (MCP 2025-11-25).

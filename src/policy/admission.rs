@@ -309,7 +309,7 @@ mod tests {
                 Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({}))))
             }
         });
-        let svc = AdmissionLayer::new(8, 8).layer(CancelLayer.layer(inner));
+        let svc = AdmissionLayer::new(8, 8).layer(CancelLayer::default().layer(inner));
         let pending = tokio::spawn(svc.oneshot(request(&s, 3, "tools/call")));
         tokio::task::yield_now().await;
         assert!(s.cancel_request(&Id::number(3)));

@@ -428,6 +428,12 @@ impl Session {
         if let Some(pump) = self.pump.lock().take() {
             pump.abort();
         }
+        self.cancel_requests();
+    }
+
+    /// Ends every client request in flight at once, as if each had been cancelled (the
+    /// end of a shutdown's grace period).
+    pub(crate) fn cancel_requests(&self) {
         for token in self.inflight.lock().values() {
             token.cancel();
         }

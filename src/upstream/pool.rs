@@ -5,6 +5,10 @@
 //! ejected for a period that grows with each ejection (outlier detection), but never the
 //! last one standing. Each client session holds its own upstream session per endpoint,
 //! opened when that endpoint is first used.
+//!
+//! An operator may eject an endpoint by hand ([`HttpPool::eject`]): it then takes no
+//! traffic at all, not even a last-resort retry, until it is restored
+//! ([`HttpPool::restore`]); the last endpoint not ejected by hand cannot be.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +44,19 @@ struct Health {
     consecutive_failures: u32,
     ejections: u32,
     ejected_until: Option<Instant>,
+    /// Ejected by the operator, until restored.
+    held_out: bool,
+}
+
+/// Why an endpoint cannot be ejected or restored by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EjectError {
+    /// No endpoint has that index.
+    #[error("no endpoint {0}")]
+    NoSuchEndpoint(usize),
+    /// It is the last endpoint not ejected by hand.
+    #[error("endpoint {0} is the last one taking traffic; isolate the upstream instead")]
+    LastEndpoint(usize),
 }
 
 /// The endpoints of one upstream.
@@ -71,21 +88,31 @@ impl HttpPool {
     }
 
     fn ejected(&self, i: usize, now: Instant) -> bool {
-        self.endpoints[i].health.lock().ejected_until.is_some_and(|t| t > now)
+        let h = self.endpoints[i].health.lock();
+        h.held_out || h.ejected_until.is_some_and(|t| t > now)
+    }
+
+    fn held_out(&self, i: usize) -> bool {
+        self.endpoints[i].health.lock().held_out
     }
 
     /// Picks an endpoint: two random candidates among the healthy ones not yet tried,
-    /// the one with fewer requests in flight wins.
+    /// the one with fewer requests in flight wins. Endpoints ejected by hand are never
+    /// picked while another one is left.
     fn pick(&self, tried: &[u16]) -> usize {
         let now = Instant::now();
-        let fresh: Vec<usize> = (0..self.len()).filter(|i| !tried.contains(&(*i as u16))).collect();
+        let mut open: Vec<usize> = (0..self.len()).filter(|i| !self.held_out(*i)).collect();
+        if open.is_empty() {
+            open = (0..self.len()).collect();
+        }
+        let fresh: Vec<usize> = open.iter().copied().filter(|i| !tried.contains(&(*i as u16))).collect();
         let healthy: Vec<usize> = fresh.iter().copied().filter(|i| !self.ejected(*i, now)).collect();
         let candidates = if !healthy.is_empty() {
             healthy
         } else if !fresh.is_empty() {
             fresh
         } else {
-            (0..self.len()).collect()
+            open
         };
         if candidates.len() <= 1 {
             return candidates.first().copied().unwrap_or(0);
@@ -104,8 +131,9 @@ impl HttpPool {
         if !failed {
             h.consecutive_failures = 0;
             // An ejected endpoint that answered (a fallback attempt, or one in flight when
-            // it was ejected) is back: it takes traffic again at once.
-            if h.ejected_until.take().is_some_and(|t| t > now) {
+            // it was ejected) is back: it takes traffic again at once — unless the
+            // operator ejected it.
+            if !h.held_out && h.ejected_until.take().is_some_and(|t| t > now) {
                 tracing::info!(upstream = %self.name, endpoint = i, "ejected endpoint answered: restored");
             }
             return;
@@ -124,6 +152,38 @@ impl HttpPool {
                 "endpoint ejected after repeated failures"
             );
         }
+    }
+
+    /// Ejects endpoint `i` by hand: it takes no traffic until [`HttpPool::restore`].
+    /// Refused for the last endpoint not ejected by hand. Ejecting one already ejected
+    /// by hand changes nothing.
+    pub(crate) fn eject(&self, i: usize) -> Result<(), EjectError> {
+        if i >= self.len() {
+            return Err(EjectError::NoSuchEndpoint(i));
+        }
+        if self.held_out(i) {
+            return Ok(());
+        }
+        if (0..self.len()).all(|j| j == i || self.held_out(j)) {
+            return Err(EjectError::LastEndpoint(i));
+        }
+        self.endpoints[i].health.lock().held_out = true;
+        crate::telemetry::metrics::endpoint_ejected(&self.name);
+        tracing::warn!(upstream = %self.name, endpoint = i, "endpoint ejected by the operator");
+        Ok(())
+    }
+
+    /// Puts endpoint `i` back into service at once, whether the operator or outlier
+    /// detection ejected it, with its failures forgotten.
+    pub(crate) fn restore(&self, i: usize) -> Result<(), EjectError> {
+        let endpoint = self.endpoints.get(i).ok_or(EjectError::NoSuchEndpoint(i))?;
+        let mut h = endpoint.health.lock();
+        h.held_out = false;
+        h.ejected_until = None;
+        h.consecutive_failures = 0;
+        drop(h);
+        tracing::info!(upstream = %self.name, endpoint = i, "endpoint restored by the operator");
+        Ok(())
     }
 
     /// Whether each endpoint is currently ejected (for status pages).
@@ -145,6 +205,7 @@ impl HttpPool {
                     consecutive_failures: h.consecutive_failures,
                     ejections: h.ejections,
                     ejected_for: h.ejected_until.filter(|t| *t > now).map(|t| t - now),
+                    held_out: h.held_out,
                 }
             })
             .collect()
@@ -161,8 +222,10 @@ pub(crate) struct EndpointStatus<'a> {
     pub consecutive_failures: u32,
     /// Times it was ejected.
     pub ejections: u32,
-    /// While ejected: the time left.
+    /// While ejected by outlier detection: the time left.
     pub ejected_for: Option<Duration>,
+    /// Ejected by the operator, until restored.
+    pub held_out: bool,
 }
 
 /// One client session's view of a pooled upstream.
@@ -419,6 +482,39 @@ mod tests {
             p.record(2, true);
         }
         assert_eq!(p.ejections(), vec![true, true, false]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endpoint_ejected_by_hand_takes_no_traffic_until_restored() {
+        let p = pool(3);
+        p.eject(1).unwrap();
+        assert_eq!(p.ejections(), vec![false, true, false]);
+        for _ in 0..50 {
+            assert_ne!(p.pick(&[]), 1);
+            assert_ne!(p.pick(&[0, 2]), 1, "not even as a last resort");
+        }
+        // Its answers and its time do not bring it back.
+        p.record(1, false);
+        tokio::time::advance(MAX_EJECTION * 2).await;
+        assert_eq!(p.ejections(), vec![false, true, false]);
+        assert_eq!(p.eject(5), Err(EjectError::NoSuchEndpoint(5)));
+        p.eject(0).unwrap();
+        assert_eq!(p.eject(2), Err(EjectError::LastEndpoint(2)), "one must stay in service");
+        for _ in 0..20 {
+            assert_eq!(p.pick(&[]), 2);
+        }
+        p.restore(1).unwrap();
+        p.restore(0).unwrap();
+        assert_eq!(p.ejections(), vec![false, false, false]);
+        // Restoring also ends an ejection by outlier detection.
+        for _ in 0..EJECT_AFTER {
+            p.record(2, true);
+        }
+        assert_eq!(p.ejections(), vec![false, false, true]);
+        p.restore(2).unwrap();
+        assert_eq!(p.ejections(), vec![false, false, false]);
+        assert_eq!(p.restore(3), Err(EjectError::NoSuchEndpoint(3)));
+        assert_eq!(pool(1).eject(0), Err(EjectError::LastEndpoint(0)));
     }
 
     #[tokio::test(start_paused = true)]

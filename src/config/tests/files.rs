@@ -81,6 +81,8 @@ fn example_yaml_documents_every_default() {
     let defaults = Config::default();
     assert_eq!(config.listen, defaults.listen);
     assert_eq!(config.admin_listen, defaults.admin_listen);
+    assert_eq!(config.admin, defaults.admin);
+    assert_eq!(config.shutdown, defaults.shutdown);
     let files = config.upstream("files").unwrap();
     let stdio_defaults = super::super::UpstreamConfig::default();
     assert_eq!(files.restart, stdio_defaults.restart);

@@ -9,6 +9,7 @@ mod guards;
 mod load;
 mod locate;
 mod mcp_servers;
+mod operations;
 mod trace;
 mod validation;
 

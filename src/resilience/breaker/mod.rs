@@ -13,6 +13,10 @@
 //! counted on the breaker it says something about ([`classify::split`]): transport
 //! failures on the upstream's, error answers and timeouts on the tool's. So one broken
 //! tool opens its own breaker while the upstream's other tools keep working.
+//!
+//! An operator may hold any breaker open (isolating a tool or an upstream by hand, with a
+//! reason that refused clients are told) or closed, and reset it ([`Breaker::force`]);
+//! the admin API does that.
 
 pub mod classify;
 pub mod layer;
@@ -33,8 +37,8 @@ use tower::Service;
 
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
-pub use state::Snapshot;
-pub use transition::{BreakerKey, State};
+pub use state::{Breaker, Snapshot};
+pub use transition::{BreakerKey, Hold, State};
 pub use window::Totals;
 
 use admission::Admission;
@@ -53,19 +57,20 @@ pub struct CircuitBreaker<S> {
 
 impl<S> CircuitBreaker<S> {
     /// Leave from the upstream's breaker and, for a `tools/call`, the tool's; the error
-    /// names the breaker that refused.
+    /// names the breaker that refused, and the operator's reason when it is held open.
     fn admit(&self, req: &UpstreamCall) -> Result<Admission, GatewayError> {
-        let refused = |tool: Option<&Arc<str>>, retry_after| GatewayError::CircuitOpen {
+        let refused = |breaker: &Breaker, tool: Option<&Arc<str>>, retry_after| GatewayError::CircuitOpen {
             upstream: Arc::clone(&req.upstream),
             tool: tool.cloned(),
             retry_after,
+            isolated: breaker.isolation(),
         };
         let upstream = self.breakers.upstream(&req.upstream, &self.cfg);
-        let upstream = upstream.try_acquire().map_err(|after| refused(None, after))?;
+        let upstream = upstream.try_acquire().map_err(|after| refused(&upstream, None, after))?;
         let tool = match &req.tool {
             Some(tool) => match self.breakers.tool(&req.upstream, tool, &self.cfg) {
                 // Refusing here drops the upstream's permit, which frees its probe slot.
-                Some(breaker) => Some(breaker.try_acquire().map_err(|after| refused(Some(tool), after))?),
+                Some(breaker) => Some(breaker.try_acquire().map_err(|after| refused(&breaker, Some(tool), after))?),
                 None => None,
             },
             None => None,

@@ -102,6 +102,11 @@ impl Breakers {
         Some(breaker)
     }
 
+    /// Whether `tool` of `upstream` has a breaker of its own.
+    pub fn has_tool(&self, upstream: &str, tool: &str) -> bool {
+        self.read().get(upstream).is_some_and(|e| e.tools.contains_key(tool))
+    }
+
     /// Every breaker and its state, upstreams before their tools, sorted by name.
     pub fn states(&self) -> Vec<(BreakerKey, State)> {
         let breakers: Vec<Arc<Breaker>> = self

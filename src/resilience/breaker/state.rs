@@ -9,6 +9,10 @@
 //! Each acquired [`Permit`] belongs to one period of one state (an epoch): results that
 //! come back after the breaker has moved on are not counted, so a slow call started
 //! before an outage cannot close a breaker, nor one started before recovery reopen it.
+//!
+//! An operator may hold a breaker open or closed ([`Breaker::force`], a [`Hold`]): held
+//! open it refuses every call and never half-opens; held closed no failure opens it.
+//! Only another hold, or a reset back to the automatic rules, ends a hold.
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::classify::{Outcome, Verdict};
-use super::transition::{BreakerKey, Listener, Reason, State, Transition};
+use super::transition::{BreakerKey, Hold, Listener, Reason, State, Transition};
 use super::window::{Totals, Window};
 use crate::config::BreakerConfig;
 
@@ -88,6 +92,46 @@ impl Breaker {
         Ok(Permit { breaker: Arc::clone(self), epoch, probe, acquired: now, settled: false })
     }
 
+    /// Holds the breaker open or closed, or with `None` hands it back to its automatic
+    /// rules, closed with fresh counts. Calls admitted before are not counted. Logs the
+    /// operator's action and tells the listener when the state changed; returns the
+    /// state it left.
+    pub fn force(&self, hold: Option<Hold>) -> State {
+        let now = Instant::now();
+        let note = match &hold {
+            Some(Hold::Open { reason }) => Some(Arc::clone(reason)),
+            _ => None,
+        };
+        let t = self.inner.lock().force(now, hold);
+        let (upstream, tool) = (&*self.key.upstream, self.key.tool.as_deref());
+        let (from, to, reason) = (t.from.as_str(), t.to.as_str(), t.reason.as_str());
+        match note {
+            Some(note) => {
+                tracing::warn!(upstream, tool, from, to, reason, note = %note, "circuit breaker held open by the operator")
+            }
+            None => tracing::info!(upstream, tool, from, to, reason, "circuit breaker set by the operator"),
+        }
+        if t.from != t.to
+            && let Some(listener) = &self.listener
+        {
+            listener(&self.key, t.to);
+        }
+        t.from
+    }
+
+    /// The operator's hold, if any.
+    pub fn hold(&self) -> Option<Hold> {
+        self.inner.lock().hold.clone()
+    }
+
+    /// The reason clients are told while the operator holds the breaker open.
+    pub fn isolation(&self) -> Option<Arc<str>> {
+        match &self.inner.lock().hold {
+            Some(Hold::Open { reason }) => Some(Arc::clone(reason)),
+            _ => None,
+        }
+    }
+
     /// Applies new settings (after a configuration reload), keeping the state. A new
     /// window length starts an empty window.
     pub fn reconfigure(&self, cfg: BreakerConfig) {
@@ -113,7 +157,7 @@ impl Breaker {
 }
 
 /// One breaker as a status page shows it, read at one instant.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// The state.
     pub state: State,
@@ -128,8 +172,10 @@ pub struct Snapshot {
     pub consecutive_failures: u32,
     /// Opens since it last closed: the next break is `break · 2^opens`.
     pub opens: u32,
-    /// While open: the time left until probes may go through.
+    /// While open: the time left until probes may go through (`None` while held open).
     pub retry_in: Option<Duration>,
+    /// The operator's hold, if any.
+    pub hold: Option<Hold>,
     /// The last time it opened from closed.
     pub tripped: Option<Tripped>,
 }
@@ -215,6 +261,8 @@ struct Inner {
     reason: Option<Reason>,
     /// The last trip from closed to open, for status pages.
     tripped: Option<(Instant, Reason, Totals, u32)>,
+    /// The operator's hold, which automatic transitions leave alone.
+    hold: Option<Hold>,
 }
 
 impl Inner {
@@ -230,11 +278,13 @@ impl Inner {
             entered: now,
             reason: None,
             tripped: None,
+            hold: None,
         }
     }
 
     fn snapshot(&self, now: Instant) -> Snapshot {
         let retry_in = match self.phase {
+            Phase::Open { .. } if self.held_open() => None,
             Phase::Open { until } => Some(until.saturating_duration_since(now)),
             Phase::Closed | Phase::HalfOpen { .. } => None,
         };
@@ -252,7 +302,12 @@ impl Inner {
                 consecutive_failures,
                 ago: now.saturating_duration_since(at),
             }),
+            hold: self.hold.clone(),
         }
+    }
+
+    fn held_open(&self) -> bool {
+        matches!(self.hold, Some(Hold::Open { .. }))
     }
 
     fn state(&self) -> State {
@@ -263,10 +318,10 @@ impl Inner {
         }
     }
 
-    /// Open → half-open once the break is over.
+    /// Open → half-open once the break is over (never while held open).
     fn refresh(&mut self, now: Instant) -> Option<Transition> {
         match self.phase {
-            Phase::Open { until } if now >= until => {
+            Phase::Open { until } if now >= until && !self.held_open() => {
                 let from = self.enter(now, Phase::HalfOpen { probes: 0 }, Reason::BreakElapsed);
                 Some(Transition { from, to: State::HalfOpen, reason: Reason::BreakElapsed, break_for: None })
             }
@@ -322,6 +377,10 @@ impl Inner {
         if failure {
             self.last_failure = Some(now);
         }
+        // Held closed by the operator: counted, never opened.
+        if self.hold.is_some() {
+            return None;
+        }
         self.trip_reason(now, failure, v.slow).map(|reason| self.open(now, reason))
     }
 
@@ -366,6 +425,23 @@ impl Inner {
         let until = now.checked_add(break_for).unwrap_or_else(|| now + Duration::from_secs(86_400));
         let from = self.enter(now, Phase::Open { until }, reason);
         Transition { from, to: State::Open, reason, break_for: Some(break_for) }
+    }
+
+    /// The operator's hold (or, with `None`, a reset): a fresh period in the state it
+    /// asks for. A held-open breaker's break never ends; closing clears the opens.
+    fn force(&mut self, now: Instant, hold: Option<Hold>) -> Transition {
+        let (phase, reason) = match &hold {
+            Some(Hold::Open { .. }) => (Phase::Open { until: now }, Reason::ForcedOpen),
+            Some(Hold::Closed) => (Phase::Closed, Reason::ForcedClosed),
+            None => (Phase::Closed, Reason::Reset),
+        };
+        if matches!(phase, Phase::Closed) {
+            self.opens = 0;
+            self.last_failure = None;
+        }
+        self.hold = hold;
+        let from = self.enter(now, phase, reason);
+        Transition { from, to: self.state(), reason, break_for: None }
     }
 
     fn close(&mut self, now: Instant) -> Transition {

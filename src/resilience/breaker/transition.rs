@@ -76,6 +76,12 @@ pub enum Reason {
     ProbeFailed,
     /// A probe took longer than `probe_timeout`.
     ProbeTimedOut,
+    /// The operator held it open (isolated it by hand).
+    ForcedOpen,
+    /// The operator held it closed.
+    ForcedClosed,
+    /// The operator handed it back to its automatic rules, closed with fresh counts.
+    Reset,
 }
 
 impl Reason {
@@ -89,6 +95,33 @@ impl Reason {
             Reason::ProbeSucceeded => "probe_succeeded",
             Reason::ProbeFailed => "probe_failed",
             Reason::ProbeTimedOut => "probe_timed_out",
+            Reason::ForcedOpen => "forced_open",
+            Reason::ForcedClosed => "forced_closed",
+            Reason::Reset => "reset",
+        }
+    }
+}
+
+/// An operator's hold on a breaker: automatic transitions do not undo it; only another
+/// hold or a reset does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Held open: every call is refused, and clients are told `reason`. No probe goes
+    /// through, however long it stays open.
+    Open {
+        /// What the operator said, shown to clients (printable ASCII, bounded).
+        reason: Arc<str>,
+    },
+    /// Held closed: calls go through and are counted, but no failure opens it.
+    Closed,
+}
+
+impl Hold {
+    /// The state the hold keeps the breaker in.
+    pub fn state(&self) -> State {
+        match self {
+            Hold::Open { .. } => State::Open,
+            Hold::Closed => State::Closed,
         }
     }
 }

@@ -52,7 +52,12 @@ fn upstream_faults_are_failures() {
 fn refusals_and_cancellations_are_ignored() {
     let ignored = [
         Err(GatewayError::Cancelled),
-        Err(GatewayError::CircuitOpen { upstream: Arc::from("u"), tool: None, retry_after: Duration::ZERO }),
+        Err(GatewayError::CircuitOpen {
+            upstream: Arc::from("u"),
+            tool: None,
+            retry_after: Duration::ZERO,
+            isolated: None,
+        }),
         Err(GatewayError::Overloaded { scope: "gateway".into(), retry_after: Duration::ZERO }),
         Err(GatewayError::InvalidParams("x".into())),
         Err(GatewayError::UnknownTool("x".into())),

@@ -1,6 +1,7 @@
 //! Tests of the breaker layer, with a scripted inner service and a paused clock.
 
 mod classify;
+mod hold;
 mod service;
 mod state;
 

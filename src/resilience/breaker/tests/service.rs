@@ -32,7 +32,9 @@ async fn fails_fast_without_calling_the_upstream_while_open() {
     }
     for _ in 0..5 {
         let err = send(&svc, None).await.unwrap_err();
-        let GatewayError::CircuitOpen { upstream, tool: None, retry_after } = err else { panic!("{err:?}") };
+        let GatewayError::CircuitOpen { upstream, tool: None, retry_after, isolated: None } = err else {
+            panic!("{err:?}")
+        };
         assert_eq!(&*upstream, "u");
         assert_jittered(retry_after, Duration::from_secs(1));
     }
