@@ -19,7 +19,7 @@ pub mod errors;
 pub(crate) mod gateway;
 pub mod jsonrpc;
 pub(crate) mod mcp;
-#[doc(hidden)]
+#[doc(hidden)] // public for the fuzz targets in fuzz/
 pub mod ndjson;
 pub(crate) mod policy;
 pub mod resilience;
