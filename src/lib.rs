@@ -19,7 +19,8 @@ pub mod errors;
 pub(crate) mod gateway;
 pub mod jsonrpc;
 pub(crate) mod mcp;
-mod ndjson;
+#[doc(hidden)] // public for the fuzz targets in fuzz/
+pub mod ndjson;
 pub(crate) mod policy;
 pub mod resilience;
 pub(crate) mod routing;

@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// The outcome of reading one line.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Line {
+pub enum Line {
     /// A complete line (without its terminator) is in the buffer.
     Text,
     /// The line exceeded the limit; it was read and discarded.
@@ -19,12 +19,9 @@ pub(crate) enum Line {
 }
 
 /// Reads one `\n`-terminated line into `buf` (a trailing `\r` removed) without ever
-/// holding more than `limit` bytes. A last line without a terminator counts as a line.
-pub(crate) async fn read_line_bounded(
-    reader: &mut (impl AsyncBufRead + Unpin),
-    buf: &mut Vec<u8>,
-    limit: usize,
-) -> Line {
+/// holding more than `limit` bytes (the `\r` included). A last line without a terminator
+/// counts as a line, and loses a trailing `\r` the same way.
+pub async fn read_line_bounded(reader: &mut (impl AsyncBufRead + Unpin), buf: &mut Vec<u8>, limit: usize) -> Line {
     buf.clear();
     let mut too_long = false;
     loop {
@@ -33,11 +30,12 @@ pub(crate) async fn read_line_bounded(
             Err(_) => return Line::Eof,
         };
         if chunk.is_empty() {
-            return if buf.is_empty() && !too_long {
-                Line::Eof
-            } else if too_long {
+            return if too_long {
                 Line::TooLong
+            } else if buf.is_empty() {
+                Line::Eof
             } else {
+                strip_cr(buf);
                 Line::Text
             };
         }
@@ -56,11 +54,16 @@ pub(crate) async fn read_line_bounded(
         let consumed = done.unwrap_or(chunk.len());
         reader.consume(consumed);
         if done.is_some() {
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
+            strip_cr(buf);
             return if too_long { Line::TooLong } else { Line::Text };
         }
+    }
+}
+
+/// Removes the `\r` of a `\r\n` terminator, or of a last line that ends the input.
+fn strip_cr(buf: &mut Vec<u8>) {
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
     }
 }
 
@@ -92,6 +95,18 @@ mod tests {
         assert_eq!(buf, b"next");
         assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
         assert_eq!(buf, b"last");
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Eof);
+    }
+
+    #[tokio::test]
+    async fn a_last_line_without_newline_loses_its_cr_too() {
+        let data: &[u8] = b"a\r\nb\r";
+        let mut reader = BufReader::with_capacity(1, data);
+        let mut buf = Vec::new();
+        for line in [&b"a"[..], b"b"] {
+            assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Text);
+            assert_eq!(buf, line);
+        }
         assert_eq!(read_line_bounded(&mut reader, &mut buf, 8).await, Line::Eof);
     }
 

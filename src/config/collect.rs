@@ -40,14 +40,18 @@ pub(super) fn deserialize(text: &str) -> Collected {
         }
         Err(err) => err,
     };
-    // A syntax error leaves no tree to work on: it is the only problem reported.
-    let Ok(mut tree) = yaml_serde::from_str::<Value>(text) else {
-        out.issues.push(ConfigIssue::from_yaml(&err));
-        return out;
+    // A syntax error leaves no tree to work on: it is the only problem reported, even
+    // when deserializing met a type error before it reached the syntax error.
+    let mut tree = match yaml_serde::from_str::<Value>(text) {
+        Ok(tree) => tree,
+        Err(syntax) => {
+            out.issues.push(ConfigIssue::from_yaml(&syntax, text));
+            return out;
+        }
     };
     let mut first = true;
     loop {
-        let raw = ConfigIssue::from_yaml(&err);
+        let raw = ConfigIssue::from_yaml(&err, text);
         let at = resolve(&tree, &raw.field).map(FieldPath::from_segments);
         let target = at.as_ref().map(|at| target_of(at, &raw.message));
         let (Some(at), Some(target)) = (at, target) else {

@@ -1,7 +1,7 @@
 //! Configuration errors: each problem carries the line and field it concerns, so
 //! `seawall check-config` can print `FILE:LINE: FIELD: message` lines an editor follows.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// One problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,10 +21,12 @@ impl ConfigIssue {
         DisplayIssue { origin, issue: self }
     }
 
-    /// Converts a yaml_serde syntax or type error. Its message starts with the path
-    /// of the enclosing value (`upstreams[0]: unknown field ...`) and ends with ` at line
-    /// L column C`; both are split out.
-    pub(crate) fn from_yaml(err: &yaml_serde::Error) -> Self {
+    /// Converts a yaml_serde syntax or type error in `document`. Its message starts with the
+    /// path of the enclosing value (`upstreams[0]: unknown field ...`) and ends with ` at
+    /// line L column C`; both are split out. libyaml puts the end of a text without a
+    /// final line break on a line of its own, past the last; that is reported as the
+    /// last line.
+    pub(crate) fn from_yaml(err: &yaml_serde::Error, document: &str) -> Self {
         let mut text = err.to_string();
         let location = err.location();
         if let Some(loc) = &location {
@@ -34,8 +36,24 @@ impl ConfigIssue {
             }
         }
         let (field, message) = split_path(&text);
-        ConfigIssue { line: location.map(|l| l.line()), field: field.to_owned(), message: message.to_owned() }
+        let line = location.map(|l| l.line().min(last_line(document)));
+        ConfigIssue { line, field: field.to_owned(), message: message.to_owned() }
     }
+}
+
+/// The number of the last line of `text`, counted as libyaml counts: a line ends at
+/// `\n`, `\r\n`, `\r`, NEL, LS or PS.
+fn last_line(text: &str) -> usize {
+    let mut chars = text.chars().peekable();
+    let mut line = 1;
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' => line += 1,
+            _ => {}
+        }
+    }
+    line
 }
 
 /// Splits `path: message` where `path` looks like a field path (no spaces or quotes);
@@ -63,9 +81,26 @@ impl fmt::Display for DisplayIssue<'_> {
             write!(f, ":{line}")?;
         }
         if !self.issue.field.is_empty() {
-            write!(f, ": {}", self.issue.field)?;
+            write!(f, ": {}", OneLine(&self.issue.field))?;
         }
-        write!(f, ": {}", self.issue.message)
+        write!(f, ": {}", OneLine(&self.issue.message))
+    }
+}
+
+/// Text quoted from the document (a key, a value) with its control characters and line
+/// separators escaped (`\n`, `\u{85}`), so that an issue stays on one line.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if (c.is_control() && c != '\t') || matches!(c, '\u{2028}' | '\u{2029}') {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
     }
 }
 

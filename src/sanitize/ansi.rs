@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 use super::bytes::at;
 
-/// Removes complete CSI (`ESC [ … final`) and OSC (`ESC ] … BEL|ESC \`) sequences.
-/// Incomplete ones stay and are escaped later, visible and harmless.
+/// Removes complete CSI (`ESC [ … final`, without spaces) and OSC (`ESC ] … BEL|ESC \`)
+/// sequences. Incomplete ones stay and are escaped later, visible and harmless.
 pub(super) fn strip_ansi(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
     if !b.contains(&0x1b) {
@@ -38,7 +38,11 @@ fn ansi_end(b: &[u8], i: usize, osc_unterminated: &mut bool) -> Option<usize> {
             while (0x30..=0x3f).contains(&at(b, j)) {
                 j += 1;
             }
-            while (0x20..=0x2f).contains(&at(b, j)) {
+            // Not the space (0x20), which ECMA-48 also allows: a sequence that took it
+            // would swallow the gap between two words and the first letter of the
+            // second, so that `ESC [` before ` Bearer <token>` left `earer <token>` for
+            // redaction to miss. Such a sequence stays, escaped.
+            while (0x21..=0x2f).contains(&at(b, j)) {
                 j += 1;
             }
             (0x40..=0x7e).contains(&at(b, j)).then_some(j + 1)

@@ -72,6 +72,17 @@ fn rendering_gives_one_file_line_field_message_line_per_problem() {
 }
 
 #[test]
+fn line_breaks_quoted_from_the_document_are_escaped_in_the_rendering() {
+    let err =
+        super::parse(&["\"a\\nb\": 1", "upstreams:", "  - name: x", "    command: y", "    \"c\\rd\": 1"]).unwrap_err();
+    let rendered = err.to_string();
+    assert_eq!(rendered.lines().count(), err.errors().len(), "{rendered}");
+    assert_eq!(err.errors().len(), 2, "{rendered}");
+    assert!(rendered.starts_with("t.yaml:1: unknown field `a\\nb`"), "{rendered}");
+    assert!(rendered.contains("\nt.yaml:5: upstreams[0]: unknown field `c\\rd`"), "{rendered}");
+}
+
+#[test]
 fn upstreams_that_cannot_be_read_keep_the_indices_of_the_rest() {
     let found = issues(&[
         "upstreams:",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::super::{
     Config, ConfigError, RestartConfig, StdioShare, TimeoutOverrides, Timeouts, UpstreamConfig, UpstreamKind,
 };
-use super::{ONE_UPSTREAM, assert_issue, assert_one, issues, ok, with_upstream};
+use super::{ONE_UPSTREAM, assert_issue, assert_one, env, issues, ok, with_upstream};
 
 #[test]
 fn defaults_match_the_documentation() {
@@ -134,6 +134,17 @@ fn yaml_syntax_error_has_a_line() {
         "",
         "did not find expected '-' indicator",
     );
+}
+
+#[test]
+fn a_syntax_error_at_the_end_of_a_text_without_final_newline_is_on_its_last_line() {
+    // libyaml places the end of such a text on a line of its own, past the last. (The
+    // invalid `listen` comes first, but a syntax error is the only problem reported.)
+    for (text, last) in [("upstreams: [", 1), ("listen: x\r\nupstreams: [", 2), ("listen: x\u{85}upstreams: [", 2)] {
+        let err = Config::parse_with_env(text, "t.yaml", &env).unwrap_err();
+        let lines: Vec<_> = err.errors().iter().map(|issue| issue.line).collect();
+        assert_eq!(lines, [Some(last)], "{text:?}: {err}");
+    }
 }
 
 #[test]

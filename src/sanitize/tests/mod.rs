@@ -54,6 +54,14 @@ fn complete_ansi_sequences_are_stripped() {
 }
 
 #[test]
+fn a_sequence_never_takes_the_space_before_a_secret_and_its_first_letter() {
+    // `ESC [ SP B` is a complete CSI to ECMA-48; stripped, it took " B" from "Bearer".
+    let out = scrub("x\u{1b}[ Bearer Zk3Q9x2LmPq7Rt5Vw8Y1 y");
+    assert!(!out.contains("Zk3Q9x2LmPq7Rt5Vw8Y1"), "{out:?}");
+    assert_eq!(big("\u{1b}[!p\u{1b}[2 q"), "\\x1b[2 q");
+}
+
+#[test]
 fn cap_counts_the_ellipsis() {
     let long = "a".repeat(100);
     let out = sanitize(&long, 10);
