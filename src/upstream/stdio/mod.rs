@@ -176,9 +176,13 @@ impl StdioLink {
         let (state, reason) = match &*self.state.borrow() {
             ProcState::Starting => ("starting", None),
             ProcState::Ready(_) => ("running", None),
-            // The reason may quote what the process said: shown sanitised, like any
-            // upstream text that leaves the gateway.
-            ProcState::Down(why) => ("down", Some(crate::sanitize::text(why))),
+            // The reason may quote what the process said, JSON escapes and all: shown
+            // sanitised like any upstream text that leaves the gateway, its escaped line
+            // breaks made real first so that traces are recognised line by line.
+            ProcState::Down(why) => {
+                let lines = why.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t").replace("\\\"", "\"");
+                ("down", Some(crate::sanitize::text(&lines)))
+            }
             ProcState::Closed => ("stopped", None),
         };
         ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed) }
