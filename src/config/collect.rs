@@ -8,6 +8,7 @@
 //! stands and mapped back to the original document ([`Indices`]: a removed list item
 //! shifts the ones after it), where `locate` finds its line.
 
+use serde::de::IgnoredAny;
 use yaml_serde::Value;
 
 use super::Config;
@@ -42,12 +43,15 @@ pub(super) fn deserialize(text: &str) -> Collected {
     };
     // A syntax error leaves no tree to work on: it is the only problem reported, even
     // when deserializing met a type error before it reached the syntax error.
-    let mut tree = match yaml_serde::from_str::<Value>(text) {
-        Ok(tree) => tree,
-        Err(syntax) => {
-            out.issues.push(ConfigIssue::from_yaml(&syntax, text));
-            return out;
-        }
+    if let Err(syntax) = yaml_serde::from_str::<IgnoredAny>(text) {
+        out.issues.push(ConfigIssue::from_yaml(&syntax, text));
+        return out;
+    }
+    // Nor does a key written twice in one mapping (which a map field takes, the last
+    // value winning): the first problem is the only one reported.
+    let Ok(mut tree) = yaml_serde::from_str::<Value>(text) else {
+        out.issues.push(ConfigIssue::from_yaml(&err, text));
+        return out;
     };
     let mut first = true;
     loop {

@@ -1,6 +1,6 @@
 //! Every type error, unknown key and semantic problem of a document in one report.
 
-use super::{assert_issue, assert_one, issues, with_upstream};
+use super::{assert_issue, assert_one, issues, ok, with_upstream};
 
 #[test]
 fn a_type_error_does_not_hide_an_unknown_key_after_it() {
@@ -69,6 +69,14 @@ fn rendering_gives_one_file_line_field_message_line_per_problem() {
     assert!(lines[1].starts_with("t.yaml:3: limits: unknown field `max_bodies`"), "{lines:#?}");
     assert!(lines[2].starts_with("t.yaml:7: upstreams[0].retry"), "{lines:#?}");
     assert!(lines[3].starts_with("t.yaml:7: upstreams[0].retry"), "{lines:#?}");
+}
+
+#[test]
+fn a_key_written_twice_leaves_the_first_problem_alone() {
+    let lines = ["listen: x", "upstreams:", "  - name: a", "    command: c", "    env: {A: '1', A: '2'}"];
+    assert_one(&lines, 1, "listen", "invalid socket address");
+    // Alone, it is no problem: the last value wins.
+    assert_eq!(ok(&lines[1..]).upstreams[0].env["A"], "2");
 }
 
 #[test]
