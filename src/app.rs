@@ -27,14 +27,17 @@ use tower::{Layer as _, ServiceBuilder};
 use crate::call::{SendAttempt, UpstreamService};
 use crate::catalog::ToolCatalog;
 use crate::client::{CacheLayer, CancelLayer, ClientService};
-use crate::config::{Config, LimitsConfig, StdioShare, UpstreamKind};
+use crate::config::{Config, StdioShare, UpstreamConfig, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
 use crate::downstream::cors::CorsLayer;
 use crate::downstream::endpoint;
 use crate::downstream::http::HttpState;
 use crate::downstream::listener::{self, ListenerLimits};
 use crate::errors::{RewriteLayer, Rewriter};
-use crate::gateway::Gateway;
+use arc_swap::ArcSwap;
+
+use crate::control::{Reloads, Trigger};
+use crate::gateway::{Gateway, Routing};
 use crate::mcp::init::InitParams;
 use crate::policy::admission::AdmissionLayer;
 use crate::policy::auth::Authenticator;
@@ -49,7 +52,7 @@ use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
-use crate::signals::{Drain, ShutdownSignals};
+use crate::signals::{Drain, Hangups, ShutdownSignals};
 use crate::telemetry::access::{AccessLayer, AccessLog};
 use crate::telemetry::trace::layer::RequestSpanLayer;
 use crate::upstream::http::HttpUpstream;
@@ -59,6 +62,7 @@ use crate::upstream::settings::UpstreamSettings;
 use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
+mod reload;
 mod shutdown;
 mod stdio;
 
@@ -71,26 +75,65 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// Replaces `admin_listen`.
     pub admin_listen: Option<SocketAddr>,
+    /// The file the configuration was read from: SIGHUP, a change of it, or
+    /// `POST /admin/reload` reads it again. None: no reloads.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The layers of the client stack that keep state between requests, made once: the
+/// in-flight counts of admission, the access log's writer, and the shutdown's
+/// cancellation. (A reload keeps them: what they are made from needs a restart.)
+#[derive(Clone)]
+pub(crate) struct ClientParts {
+    access: AccessLayer,
+    admission: AdmissionLayer,
+    cancel: CancelLayer,
+}
+
+/// The layers of the client stack made from what a reload may change.
+#[derive(Clone)]
+pub(crate) struct ClientLayers {
+    pub(crate) authorize: AuthorizeLayer,
+    pub(crate) rate_limits: RateLimitLayer,
+    pub(crate) cache: CacheLayer,
+}
+
+impl ClientLayers {
+    /// The layers `config` asks for.
+    pub(crate) fn new(config: &Config) -> anyhow::Result<ClientLayers> {
+        Ok(ClientLayers {
+            rate_limits: RateLimitLayer::new(&config.rate_limits, &config.name_separator)?,
+            authorize: AuthorizeLayer::new(&config.authorization, &config.name_separator),
+            cache: CacheLayer::new(&config.cache),
+        })
+    }
+}
+
+/// The router over `upstreams` and the client stack over it, as `config` sets them.
+pub(crate) fn routing(
+    config: &Config,
+    upstreams: Arc<Upstreams>,
+    breakers: &Arc<Breakers>,
+    parts: &ClientParts,
+    layers: ClientLayers,
+) -> Routing {
+    let rewriter = Arc::new(Rewriter::new(config.errors));
+    let router =
+        Arc::new(Router::new(upstreams, config.name_separator.clone(), Arc::clone(breakers), Arc::clone(&rewriter)));
+    let client = client_stack(Arc::clone(&router), rewriter, parts.clone(), layers);
+    Routing { router, client }
 }
 
 /// The client half of the request path, outermost layer first: what every client request
 /// goes through before (and after) it is routed to an upstream's own stack.
-/// The configured layers of the client stack.
-struct ClientLayers {
-    access: AccessLayer,
-    authorize: AuthorizeLayer,
-    rate_limits: RateLimitLayer,
-    cancel: CancelLayer,
-    cache: CacheLayer,
-}
-
 fn client_stack(
     router: Arc<Router>,
     rewriter: Arc<Rewriter>,
-    limits: &LimitsConfig,
+    parts: ClientParts,
     layers: ClientLayers,
 ) -> ClientService {
-    let ClientLayers { access, authorize, rate_limits, cancel, cache } = layers;
+    let ClientParts { access, admission, cancel } = parts;
+    let ClientLayers { authorize, rate_limits, cache } = layers;
     let stack = ServiceBuilder::new()
         // With tracing on, one span per request, continuing the client's trace; absent
         // when it is off.
@@ -103,10 +146,7 @@ fn client_stack(
         // Admission: no second initialize, no id twice in flight, and the session's, the
         // principal's and the gateway's in-flight caps, all refusing with the same
         // overload answer.
-        .layer(
-            AdmissionLayer::new(limits.max_in_flight, limits.max_in_flight_per_session)
-                .with_max_per_principal(limits.max_in_flight_per_principal),
-        )
+        .layer(admission)
         // Authorisation rules: a denied name is answered as unknown; lists lose what the
         // principal may not use.
         .layer(authorize)
@@ -153,84 +193,112 @@ fn upstream_stack(settings: &UpstreamSettings, slots: &Arc<Slots>, breakers: &Ar
 pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Result<Upstreams> {
     let mut upstreams = Upstreams::default();
     for up in &config.upstreams {
-        let timeouts = up.timeouts(&config.defaults.timeouts);
-        let name: Arc<str> = Arc::from(up.name.as_str());
-        let connector = match up.kind() {
-            UpstreamKind::Http { url, headers } => {
-                let mut endpoints = Vec::new();
-                for endpoint in std::iter::once(url).chain(up.endpoints.iter().map(String::as_str)) {
-                    let client = HttpUpstream::new(
+        let connector = match connect_to(config, up) {
+            Ok(connector) => connector,
+            Err(e) => {
+                stop_shared(upstreams.iter().map(|h| &h.connector));
+                return Err(e);
+            }
+        };
+        upstreams.push(upstream_handle(config, up, connector, Default::default(), breakers));
+    }
+    Ok(upstreams)
+}
+
+/// How to reach `up`: the HTTP client of each endpoint, or the stdio process (a shared
+/// one starts here).
+pub(crate) fn connect_to(config: &Config, up: &UpstreamConfig) -> anyhow::Result<Connector> {
+    let timeouts = up.timeouts(&config.defaults.timeouts);
+    let name: Arc<str> = Arc::from(up.name.as_str());
+    let connector = match up.kind() {
+        UpstreamKind::Http { url, headers } => {
+            let mut endpoints = Vec::new();
+            for endpoint in std::iter::once(url).chain(up.endpoints.iter().map(String::as_str)) {
+                let client =
+                    HttpUpstream::new(&up.name, endpoint, headers, timeouts.connect, config.limits.max_message_bytes)
+                        .with_context(|| format!("upstream {:?}", up.name))?
+                        .speaking(up.protocol);
+                // One endpoint speaking `auto` may turn out to be an HTTP+SSE server.
+                let client = if up.endpoints.is_empty() {
+                    let sse = SseUpstream::new(
                         &up.name,
                         endpoint,
                         headers,
                         timeouts.connect,
                         config.limits.max_message_bytes,
                     )
-                    .with_context(|| format!("upstream {:?}", up.name))?
-                    .speaking(up.protocol);
-                    // One endpoint speaking `auto` may turn out to be an HTTP+SSE server.
-                    let client = if up.endpoints.is_empty() {
-                        let sse = SseUpstream::new(
-                            &up.name,
-                            endpoint,
-                            headers,
-                            timeouts.connect,
-                            config.limits.max_message_bytes,
-                        )
-                        .with_context(|| format!("upstream {:?}", up.name))?;
-                        client.with_sse_fallback(sse)
-                    } else {
-                        client
-                    };
-                    endpoints.push(Arc::new(client));
-                }
-                Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+                    .with_context(|| format!("upstream {:?}", up.name))?;
+                    client.with_sse_fallback(sse)
+                } else {
+                    client
+                };
+                endpoints.push(Arc::new(client));
             }
-            UpstreamKind::Sse { url, headers } => {
-                let client =
-                    SseUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
-                        .with_context(|| format!("upstream {:?}", up.name))?;
-                Connector::Sse(Arc::new(client))
-            }
-            UpstreamKind::Stdio { command, args, env, cwd, share } => {
-                let stdio = Arc::new(StdioUpstream {
-                    name: Arc::clone(&name),
-                    program: resolve_program(command)?,
-                    args: args.to_vec(),
-                    env: env.clone(),
-                    cwd: cwd.map(PathBuf::from),
-                    restart_base: up.restart.base_delay,
-                    restart_max: up.restart.max_delay,
-                    shutdown_grace: up.shutdown_grace,
-                    max_line_bytes: config.limits.max_message_bytes,
-                    connect_timeout: timeouts.connect,
-                });
-                match share {
-                    StdioShare::Shared => {
-                        Connector::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false))
-                    }
-                    StdioShare::PerSession => {
-                        let processes = Arc::new(tokio::sync::Semaphore::new(up.max_processes.max(1)));
-                        Connector::PerSessionStdio(stdio, processes)
-                    }
+            Connector::Http(Arc::new(HttpPool::new(Arc::clone(&name), endpoints, timeouts.connect)))
+        }
+        UpstreamKind::Sse { url, headers } => {
+            let client = SseUpstream::new(&up.name, url, headers, timeouts.connect, config.limits.max_message_bytes)
+                .with_context(|| format!("upstream {:?}", up.name))?;
+            Connector::Sse(Arc::new(client))
+        }
+        UpstreamKind::Stdio { command, args, env, cwd, share } => {
+            let stdio = Arc::new(StdioUpstream {
+                name: Arc::clone(&name),
+                program: resolve_program(command)?,
+                args: args.to_vec(),
+                env: env.clone(),
+                cwd: cwd.map(PathBuf::from),
+                restart_base: up.restart.base_delay,
+                restart_max: up.restart.max_delay,
+                shutdown_grace: up.shutdown_grace,
+                max_line_bytes: config.limits.max_message_bytes,
+                connect_timeout: timeouts.connect,
+            });
+            match share {
+                StdioShare::Shared => Connector::SharedStdio(StdioLink::spawn(stdio, InitParams::gateway_own(), false)),
+                StdioShare::PerSession => {
+                    let processes = Arc::new(tokio::sync::Semaphore::new(up.max_processes.max(1)));
+                    Connector::PerSessionStdio(stdio, processes)
                 }
             }
-        };
-        let policy = UpstreamSettings {
-            timeouts,
-            retry: up.retry(&config.defaults.retry),
-            breaker: up.breaker(&config.defaults.breaker),
-            concurrency: up.concurrency(&config.defaults.concurrency),
-            trust_annotations: up.trust_annotations,
-            tools: up.tools.clone(),
-            catalog: ToolCatalog::default(),
-            prefixed: Default::default(),
-        };
-        let slots = Slots::new(policy.concurrency);
-        let service = upstream_stack(&policy, &slots, breakers);
-        upstreams.push(UpstreamHandle { name, connector, policy, service, slots });
+        }
+    };
+    Ok(connector)
+}
+
+/// The upstream `up` reached through `connector`, with its settings resolved against the
+/// defaults and its own request stack; `catalog` is what is known of its tools.
+pub(crate) fn upstream_handle(
+    config: &Config,
+    up: &UpstreamConfig,
+    connector: Connector,
+    catalog: Arc<ToolCatalog>,
+    breakers: &Arc<Breakers>,
+) -> UpstreamHandle {
+    let policy = UpstreamSettings {
+        timeouts: up.timeouts(&config.defaults.timeouts),
+        retry: up.retry(&config.defaults.retry),
+        breaker: up.breaker(&config.defaults.breaker),
+        concurrency: up.concurrency(&config.defaults.concurrency),
+        trust_annotations: up.trust_annotations,
+        tools: up.tools.clone(),
+        catalog,
+        prefixed: Default::default(),
+    };
+    let slots = Slots::new(policy.concurrency);
+    let service = upstream_stack(&policy, &slots, breakers);
+    UpstreamHandle { name: Arc::from(up.name.as_str()), connector, policy, service, slots }
+}
+
+/// Stops the shared stdio processes among `connectors` (the others hold no process of
+/// their own outside sessions).
+pub(crate) fn stop_shared<'a>(connectors: impl Iterator<Item = &'a Connector>) {
+    for connector in connectors {
+        if let Connector::SharedStdio(link) = connector {
+            let link = Arc::clone(link);
+            tokio::spawn(async move { link.close().await });
+        }
     }
-    Ok(upstreams)
 }
 
 /// `seawall` as a command means this very binary (so the demo config needs nothing installed).
@@ -245,8 +313,17 @@ fn resolve_program(command: &str) -> anyhow::Result<PathBuf> {
 /// what its background tasks need.
 struct Core {
     gateway: Arc<Gateway>,
-    upstreams: Arc<Upstreams>,
     breakers: Arc<Breakers>,
+    /// The client layers a reload keeps.
+    parts: ClientParts,
+    /// The client layers in force at start-up, which a reload keeps while their settings
+    /// stay the same.
+    layers: ClientLayers,
+    /// The configuration in force (fitted to the open-file limit); a reload replaces it.
+    config: Arc<ArcSwap<Config>>,
+    /// Configuration reloads: who asks, and the requests the reloader serves.
+    reloads: Reloads,
+    requests: Option<tokio::sync::mpsc::Receiver<Trigger>>,
     transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// A graceful shutdown's progress, as readiness and the client stack see it.
@@ -275,27 +352,34 @@ impl Core {
             let names: Vec<&str> = upstreams.iter().map(|h| &*h.name).collect();
             crate::telemetry::metrics::zero(&names);
         }
-        let rewriter = Arc::new(Rewriter::new(config.errors));
-        let router = Arc::new(Router::new(
-            Arc::clone(&upstreams),
-            config.name_separator.clone(),
-            Arc::clone(&breakers),
-            Arc::clone(&rewriter),
-        ));
-        let rate_limits = RateLimitLayer::new(&config.rate_limits, &config.name_separator)?;
-        let authorize = AuthorizeLayer::new(&config.authorization, &config.name_separator);
-        let cache = CacheLayer::new(&config.cache);
         let access_log = AccessLog::start(&config.access_log)?;
-        let access = AccessLayer::new(access_log.clone());
         let drain = Drain::default();
-        let cancel = CancelLayer::new(drain.clone());
-        let layers = ClientLayers { access, authorize, rate_limits, cancel, cache };
-        let client = client_stack(Arc::clone(&router), rewriter, &config.limits, layers);
+        let parts = ClientParts {
+            access: AccessLayer::new(access_log.clone()),
+            admission: AdmissionLayer::new(config.limits.max_in_flight, config.limits.max_in_flight_per_session)
+                .with_max_per_principal(config.limits.max_in_flight_per_principal),
+            cancel: CancelLayer::new(drain.clone()),
+        };
+        let layers = ClientLayers::new(config)?;
+        let Routing { router, client } = routing(config, Arc::clone(&upstreams), &breakers, &parts, layers.clone());
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal);
         let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
-        Ok(Core { gateway, upstreams, breakers, transitions, metrics, drain })
+        let (reloads, requests) = crate::control::channel();
+        let config = Arc::new(ArcSwap::from_pointee(config.clone()));
+        Ok(Core {
+            gateway,
+            breakers,
+            parts,
+            layers,
+            config,
+            reloads,
+            requests: Some(requests),
+            transitions,
+            metrics,
+            drain,
+        })
     }
 
     /// Starts the housekeeping: idle sessions end, and clients hear of hidden tools.
@@ -308,18 +392,49 @@ impl Core {
         Background(vec![reaper, announcer])
     }
 
-    /// The admin listener's routes; `config` is the configuration in force, which the
-    /// admin API shows with its secrets masked.
-    fn admin_app(&self, config: &Config) -> axum::Router {
-        let options = crate::admin::AdminOptions { config: Arc::new(config.clone()), drain: self.drain.clone() };
+    /// The admin listener's routes; `POST /admin/reload` works when the gateway serves
+    /// reloads (see [`Core::serve_reloads`]).
+    fn admin_app(&self) -> axum::Router {
+        let options = crate::admin::AdminOptions {
+            config: Arc::clone(&self.config),
+            drain: self.drain.clone(),
+            reloads: self.requests.is_none().then(|| self.reloads.clone()),
+        };
         crate::admin::router(Arc::clone(&self.gateway), self.metrics.clone(), options)
+    }
+
+    /// Starts serving configuration reloads from `file` (SIGHUP, changes of the file,
+    /// `POST /admin/reload`), which was read as `read` (before overrides); `fronts` are
+    /// the HTTP listeners whose authentication a reload may replace; `listeners` says
+    /// whether the file's listener addresses are those in use.
+    fn serve_reloads(
+        &mut self,
+        hangups: Hangups,
+        file: PathBuf,
+        read: Config,
+        fronts: Vec<Arc<ArcSwap<Authenticator>>>,
+        listeners: bool,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let requests = self.requests.take()?;
+        let reloader = reload::Reloader {
+            path: file,
+            file: read,
+            in_force: Arc::clone(&self.config),
+            gateway: Arc::clone(&self.gateway),
+            breakers: Arc::clone(&self.breakers),
+            parts: self.parts.clone(),
+            layers: self.layers.clone(),
+            auth: fronts,
+            listeners,
+        };
+        Some(tokio::spawn(reloader.serve(hangups, self.reloads.clone(), requests)))
     }
 
     /// Ends every session (closing their upstream sessions and processes) and stops the
     /// shared stdio processes.
     async fn shutdown(&self) {
         self.gateway.shutdown().await;
-        for handle in self.upstreams.iter() {
+        for handle in self.gateway.upstreams().iter() {
             if let Connector::SharedStdio(link) = &handle.connector {
                 link.close().await;
             }
@@ -347,6 +462,8 @@ struct HttpFront {
     /// Fired to end the long-lived streams (GET, HTTP+SSE, subscriptions), so that
     /// connections can drain.
     closing: tokio_util::sync::CancellationToken,
+    /// Its authenticator, which a reload may replace.
+    auth: Arc<arc_swap::ArcSwap<Authenticator>>,
 }
 
 impl HttpFront {
@@ -361,7 +478,7 @@ impl HttpFront {
         let state = HttpState {
             gateway: Arc::clone(gateway),
             origin: origin.clone(),
-            auth: Arc::clone(&auth),
+            auth: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&auth))),
             max_body_bytes: config.limits.max_body_bytes,
             body_timeout: config.limits.body_timeout,
             closing: tokio_util::sync::CancellationToken::new(),
@@ -369,6 +486,7 @@ impl HttpFront {
             replay: config.session.replay_buffer,
         };
         let closing = state.closing.clone();
+        let authenticator = Arc::clone(&state.auth);
         let mut app = endpoint::router(state);
         if let Some(metadata) = auth.metadata() {
             let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
@@ -378,7 +496,7 @@ impl HttpFront {
         // (which carry no credentials) are answered before authentication, and every answer
         // to an allowed origin, refusals included, is readable by its page.
         let app = CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(app);
-        Ok(HttpFront { listener, local, app, limits: client_limits(config), closing })
+        Ok(HttpFront { listener, local, app, limits: client_limits(config), closing, auth: authenticator })
     }
 
     /// Serves until `stop` completes, then drains the connections; the long-lived
@@ -413,16 +531,24 @@ fn admin_limits(config: &Config) -> ListenerLimits {
 /// Runs the gateway until SIGINT or SIGTERM, then shuts it down gracefully (see
 /// `shutdown.rs`); SIGHUP is logged and ignored.
 pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()> {
+    let read = config.clone();
     if let Some(listen) = overrides.listen {
         config.listen = listen;
     }
     if let Some(admin) = overrides.admin_listen {
         config.admin_listen = Some(admin);
     }
-    crate::signals::ignore_reload_requests();
+    let hangups = Hangups::install();
     let signals = ShutdownSignals::install();
     let mut core = Core::assemble(&mut config)?;
     let front = HttpFront::bind(&config, config.listen, &core.gateway).await?;
+    let reloading = match overrides.config_file {
+        Some(file) => core.serve_reloads(hangups, file, read, vec![Arc::clone(&front.auth)], true),
+        None => {
+            hangups.ignore("no configuration file to reload");
+            None
+        }
+    };
     println!("seawall listening on http://{}/mcp", front.local);
 
     let admin = match config.admin_listen {
@@ -442,7 +568,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin_stop = tokio_util::sync::CancellationToken::new();
     let admin_task = admin.map(|l| {
         let stop = admin_stop.clone().cancelled_owned();
-        tokio::spawn(listener::serve(l, core.admin_app(&config), admin_limits(&config), stop))
+        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), stop))
     });
     let accepting = tokio_util::sync::CancellationToken::new();
     let closing = front.closing.clone();
@@ -455,6 +581,9 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     }
 
     tracing::info!("ending sessions and stopping upstream processes");
+    if let Some(reloading) = reloading {
+        reloading.abort();
+    }
     drop(background);
     core.shutdown().await;
     admin_stop.cancel();
@@ -475,7 +604,7 @@ async fn announce_hidden_tools(
     mut transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
 ) {
     while let Some((key, state)) = transitions.recv().await {
-        let Some(handle) = gateway.upstreams().get(&key.upstream) else { continue };
+        let Some(handle) = gateway.upstreams().get(&key.upstream).cloned() else { continue };
         if !handle.policy.breaker.hide_open_tools {
             continue;
         }

@@ -13,6 +13,7 @@ pub(crate) mod call;
 pub(crate) mod catalog;
 pub(crate) mod client;
 pub mod config;
+mod control;
 pub mod demo;
 pub(crate) mod downstream;
 pub mod errors;

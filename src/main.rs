@@ -149,16 +149,17 @@ fn main() -> ExitCode {
             }
         },
         Command::Run { config, listen, admin_listen, log_format } => {
-            let Some((config, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
-            let overrides = seawall::app::Overrides { listen, admin_listen };
-            let code = block_on(seawall::app::run(config, overrides));
+            let Some((loaded, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
+            let overrides = seawall::app::Overrides { listen, admin_listen, config_file: Some(config) };
+            let code = block_on(seawall::app::run(loaded, overrides));
             telemetry.shutdown();
             code
         }
         Command::Stdio { config, upstream, principal, listen, admin_listen, log_format } => {
-            let Some((config, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
-            let options = seawall::app::StdioOptions { upstream, principal, listen, admin_listen };
-            let code = block_on(seawall::app::run_stdio(config, options));
+            let Some((loaded, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
+            let options =
+                seawall::app::StdioOptions { upstream, principal, listen, admin_listen, config_file: Some(config) };
+            let code = block_on(seawall::app::run_stdio(loaded, options));
             telemetry.shutdown();
             code
         }

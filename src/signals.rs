@@ -1,9 +1,8 @@
 //! Process signals and what the gateway sees of a graceful shutdown.
 //!
 //! SIGINT and SIGTERM end the gateway gracefully ([`ShutdownSignals`]; `app::shutdown`
-//! runs the sequence); SIGHUP, which service managers send to ask for a reload, is logged
-//! and otherwise ignored until hot reload exists, so it never drops the sessions in
-//! flight. [`Drain`] is the shutdown's progress as the rest of the gateway reads it:
+//! runs the sequence); SIGHUP asks for a configuration reload ([`Hangups`];
+//! `app::reload` serves it), so it never drops the sessions in flight. [`Drain`] is the shutdown's progress as the rest of the gateway reads it:
 //! readiness fails from its first moment, and requests still running when its grace
 //! period ends are answered -32014.
 
@@ -106,26 +105,50 @@ pub(crate) async fn shutdown_signal() {
     ShutdownSignals::install().recv().await;
 }
 
-/// Replaces SIGHUP's default action (ending the process) by a warning per signal.
-/// Must be called inside the runtime; the handler is installed before it returns, so a
-/// SIGHUP right after start-up is already harmless. The watcher runs until the runtime
-/// stops.
-pub(crate) fn ignore_reload_requests() {
+/// SIGHUP, which service managers send to ask for a reload, watched from the moment
+/// this is made (its default action, ending the process, is replaced then: a SIGHUP
+/// right after start-up is already harmless).
+pub(crate) struct Hangups {
     #[cfg(unix)]
-    {
-        let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGHUP; it will end the process");
-                return;
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangups {
+    /// Installs the handler. Must be called inside the runtime.
+    pub(crate) fn install() -> Hangups {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::hangup()) {
+                Ok(hup) => Hangups { hup: Some(hup) },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch SIGHUP; it ends the process at once");
+                    Hangups { hup: None }
+                }
             }
-        };
+        }
+        #[cfg(not(unix))]
+        Hangups {}
+    }
+
+    /// Completes on the next SIGHUP; never where it cannot be watched.
+    pub(crate) async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(hup) = &mut self.hup
+            && hup.recv().await.is_some()
+        {
+            return;
+        }
+        std::future::pending::<()>().await;
+    }
+
+    /// Logs each SIGHUP as a request that cannot be served (no file to read again),
+    /// until the runtime stops.
+    pub(crate) fn ignore(mut self, why: &'static str) {
         tokio::spawn(async move {
-            while hup.recv().await.is_some() {
-                tracing::warn!(
-                    signal = "SIGHUP",
-                    "configuration reload is not supported yet; restart to apply changes"
-                );
+            loop {
+                self.recv().await;
+                tracing::warn!(signal = "SIGHUP", "{why}");
             }
         });
     }

@@ -9,6 +9,7 @@
 //! | `POST /admin/upstreams/{upstream}/tools/{tool}/breaker/{open,close,reset}` | force a tool's breaker |
 //! | `POST /admin/upstreams/{upstream}/endpoints/{index}/{eject,restore}` | take a replica out of service, or back |
 //! | `GET /admin/config` | the configuration in force, secrets masked |
+//! | `POST /admin/reload` | read the configuration file again and put it in force (as SIGHUP does); answers what changed, or the file's problems |
 //! | `GET /admin/schema` | the configuration's JSON Schema |
 //!
 //! `open` takes `{"reason": "…"}`: what clients are told while the breaker is held
@@ -47,6 +48,7 @@ pub(super) fn router(access: AdminAccess) -> Router<Admin> {
         .route("/upstreams/{upstream}/endpoints/{index}/{action}", post(endpoint))
         .route("/breakers", get(breakers))
         .route("/config", get(config))
+        .route("/reload", post(reload))
         .route("/schema", get(schema))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such admin API path".to_owned()) })
         .layer(axum::middleware::from_fn_with_state(access, guard))
@@ -116,7 +118,7 @@ async fn upstream(State(admin): State<Admin>, Path(name): Path<String>) -> Answe
     if admin.gateway.upstreams().get(&name).is_none() {
         return Err(unknown_upstream(&name));
     }
-    let breakers = status::breakers(admin.gateway.breakers(), Some(&name));
+    let breakers = status::breakers(&admin.gateway.breakers(), Some(&name));
     let (mut doc, entry) = upstream_document(admin, &name).await?;
     Ok(answer(StatusCode::OK, json!({ "upstream": entry, "tools": doc["tools"].take(), "breakers": breakers })))
 }
@@ -144,7 +146,7 @@ async fn breakers(State(admin): State<Admin>, query: Result<Query<BreakersQuery>
     }
     let gateway = Arc::clone(&admin.gateway);
     let listed = tokio::task::spawn_blocking(move || {
-        let mut listed = status::breakers(gateway.breakers(), query.upstream.as_deref());
+        let mut listed = status::breakers(&gateway.breakers(), query.upstream.as_deref());
         if let Some(state) = &query.state {
             listed.retain(|b| b.state() == state.as_str());
         }
@@ -186,9 +188,9 @@ async fn tool_breaker(
 /// Holds a breaker open or closed, or resets it; answers with the breaker as listed and
 /// the state it left.
 fn force(admin: &Admin, name: &str, tool: Option<&str>, action: &str, body: &[u8]) -> Answer {
-    let handle = admin.gateway.upstreams().get(name).ok_or_else(|| unknown_upstream(name))?;
+    let handle = admin.gateway.upstreams().get(name).cloned().ok_or_else(|| unknown_upstream(name))?;
     let hold = hold(action, body)?;
-    let breaker = find_breaker(admin, handle, tool)?;
+    let breaker = find_breaker(admin, &handle, tool)?;
     let previous = breaker.force(hold);
     let shown = status::breaker(breaker.key(), &breaker.snapshot());
     Ok(answer(StatusCode::OK, json!({ "breaker": shown, "previous": previous.as_str() })))
@@ -234,7 +236,9 @@ fn find_breaker(admin: &Admin, handle: &UpstreamHandle, tool: Option<&str>) -> R
     if catalog.len() > 0 && catalog.get(tool).is_none() && !breakers.has_tool(&handle.name, tool) {
         let why = format!(
             "upstream {:?} lists no tool {tool:?}; name the tool as the upstream does (without the `{}{}` prefix)",
-            &*handle.name, &*handle.name, admin.config.name_separator
+            &*handle.name,
+            &*handle.name,
+            admin.config.load().name_separator
         );
         return Err(refuse(StatusCode::NOT_FOUND, why));
     }
@@ -246,7 +250,7 @@ fn find_breaker(admin: &Admin, handle: &UpstreamHandle, tool: Option<&str>) -> R
 /// `POST /admin/upstreams/{upstream}/endpoints/{index}/{action}`: `eject` or `restore`;
 /// answers with the upstream's endpoints as listed.
 async fn endpoint(State(admin): State<Admin>, Path((name, index, action)): Path<(String, String, String)>) -> Answer {
-    let handle = admin.gateway.upstreams().get(&name).ok_or_else(|| unknown_upstream(&name))?;
+    let handle = admin.gateway.upstreams().get(&name).cloned().ok_or_else(|| unknown_upstream(&name))?;
     let Connector::Http(pool) = &handle.connector else {
         let why = format!("upstream {name:?} is not a Streamable HTTP upstream: it has no endpoints");
         return Err(refuse(StatusCode::CONFLICT, why));
@@ -272,9 +276,34 @@ async fn endpoint(State(admin): State<Admin>, Path((name, index, action)): Path<
 
 /// `GET /admin/config`: the configuration in force, its secrets masked.
 async fn config(State(admin): State<Admin>) -> Answer {
-    let config = masked::masked(&admin.config)
+    let config = masked::masked(&admin.config.load())
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the configuration: {e}")))?;
     Ok(answer(StatusCode::OK, config))
+}
+
+/// `POST /admin/reload`: reads the configuration file again; answers 200 with what
+/// changed, 422 with the file's problems (one `FILE:LINE: field: message` line each), or
+/// 409 when it changes what needs a restart — the configuration in force stays then.
+async fn reload(State(admin): State<Admin>) -> Answer {
+    let Some(reloads) = &admin.reloads else {
+        return Err(refuse(StatusCode::CONFLICT, "this gateway was not started from a configuration file".to_owned()));
+    };
+    match reloads.reload("admin API").await {
+        Some(Ok(done)) => Ok(answer(StatusCode::OK, json!({ "reloaded": done }))),
+        Some(Err((outcome, why))) => {
+            let status = match outcome {
+                "invalid" => StatusCode::UNPROCESSABLE_ENTITY,
+                "refused" => StatusCode::CONFLICT,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            let problems: Vec<&str> = why.lines().collect();
+            Ok(answer(
+                status,
+                json!({ "error": format!("configuration reload {outcome}; the configuration in force stays"), "problems": problems }),
+            ))
+        }
+        None => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "the gateway is shutting down".to_owned())),
+    }
 }
 
 /// `GET /admin/schema`: the JSON Schema of the configuration file.

@@ -25,7 +25,10 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
 
+use arc_swap::ArcSwap;
+
 use crate::config::{AdminConfig, Config};
+use crate::control::Reloads;
 use crate::gateway::Gateway;
 use crate::session::Front;
 use crate::signals::Drain;
@@ -42,11 +45,13 @@ const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'sel
 
 /// What the admin listener needs beyond the gateway.
 pub(crate) struct AdminOptions {
-    /// The configuration in force: its `admin.token` guards the admin API, which shows
-    /// it with its secrets masked.
-    pub config: Arc<Config>,
+    /// The configuration in force (a reload replaces it): its `admin.token` guards the
+    /// admin API, which shows it with its secrets masked.
+    pub config: Arc<ArcSwap<Config>>,
     /// A graceful shutdown's progress: readiness fails while it drains.
     pub drain: Drain,
+    /// Asks for configuration reloads (`POST /admin/reload`), when the gateway serves them.
+    pub reloads: Option<Reloads>,
 }
 
 /// What the admin routes share.
@@ -55,8 +60,9 @@ struct Admin {
     gateway: Arc<Gateway>,
     started: Instant,
     started_wall: SystemTime,
-    config: Arc<Config>,
+    config: Arc<ArcSwap<Config>>,
     drain: Drain,
+    reloads: Option<Reloads>,
 }
 
 /// Logs, at start, who may use the admin API on `local`.
@@ -88,13 +94,14 @@ pub(crate) fn router(gateway: Arc<Gateway>, metrics: Option<PrometheusHandle>, o
             }
         }
     });
-    let access = access::AdminAccess::new(&options.config.admin);
+    let access = access::AdminAccess::new(&options.config.load().admin);
     let admin = Admin {
         gateway,
         started: Instant::now(),
         started_wall: SystemTime::now(),
         config: options.config,
         drain: options.drain,
+        reloads: options.reloads,
     };
     // The recent buckets count from here, in step with the uptime the page shows.
     crate::telemetry::recent::global();
@@ -153,9 +160,10 @@ async fn build<T: Send + 'static>(
 ) -> Result<Result<T, status::UnknownUpstream>, tokio::task::JoinError> {
     tokio::task::spawn_blocking(move || {
         let gateway = &admin.gateway;
+        let (upstreams, breakers) = (gateway.upstreams(), gateway.breakers());
         let sources = status::Sources {
-            upstreams: gateway.upstreams(),
-            breakers: gateway.breakers(),
+            upstreams: &upstreams,
+            breakers: &breakers,
             sessions: gateway.sessions().all(),
             recent: crate::telemetry::recent::global(),
             started: admin.started,

@@ -27,21 +27,27 @@ pub struct StdioOptions {
     /// Also serve `/healthz`, `/readyz` and `/metrics` here (the file's `admin_listen`
     /// does not apply).
     pub admin_listen: Option<SocketAddr>,
+    /// The file the configuration was read from: SIGHUP, a change of it, or
+    /// `POST /admin/reload` reads it again. None: no reloads.
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 /// Serves one MCP client on stdin and stdout until stdin ends or SIGINT/SIGTERM, then
 /// stops the upstreams. An HTTP or admin listener runs only when asked for, and one
 /// that cannot bind is logged, not fatal: a client may launch several copies.
 pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Result<()> {
-    crate::signals::ignore_reload_requests();
+    let hangups = crate::signals::Hangups::install();
+    let read = config.clone();
     let client = stdio_client(&config, &options)?;
     let mut core = Core::assemble(&mut config)?;
     let background = core.spawn_background();
     let stop = tokio_util::sync::CancellationToken::new();
     let mut listeners = Vec::new();
+    let mut fronts = Vec::new();
     if let Some(addr) = options.listen {
         match HttpFront::bind(&config, addr, &core.gateway).await {
             Ok(front) => {
+                fronts.push(Arc::clone(&front.auth));
                 tracing::info!(url = %format!("http://{}/mcp", front.local), "HTTP listener");
                 let (stop, closing) = (stop.clone(), front.closing.clone());
                 let stopping = async move {
@@ -53,6 +59,13 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "no HTTP listener; serving the stdio client only"),
         }
     }
+    let reloading = match options.config_file.clone() {
+        Some(file) => core.serve_reloads(hangups, file, read, fronts, false),
+        None => {
+            hangups.ignore("no configuration file to reload");
+            None
+        }
+    };
     if let Some(addr) = options.admin_listen {
         match TcpListener::bind(addr).await {
             Ok(l) => {
@@ -60,7 +73,7 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
                 crate::admin::log_access(&config.admin, local);
                 tracing::info!(url = %format!("http://{local}"), "admin listener");
                 let serving =
-                    listener::serve(l, core.admin_app(&config), admin_limits(&config), stop.clone().cancelled_owned());
+                    listener::serve(l, core.admin_app(), admin_limits(&config), stop.clone().cancelled_owned());
                 listeners.push(tokio::spawn(serving));
             }
             Err(e) => tracing::warn!(%addr, error = %e, "no admin listener; serving the stdio client only"),
@@ -73,7 +86,7 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
     tracing::info!("shutting down");
     // The process lives as long as its stdio client: listeners stop with it.
     stop.cancel();
-    for task in listeners {
+    for task in listeners.into_iter().chain(reloading) {
         task.abort();
     }
     drop(background);

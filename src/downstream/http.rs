@@ -38,8 +38,8 @@ pub struct HttpState {
     pub gateway: Arc<Gateway>,
     /// Host/Origin validation.
     pub origin: OriginPolicy,
-    /// Client authentication (off unless `auth:` is configured).
-    pub(crate) auth: Arc<Authenticator>,
+    /// Client authentication (off unless `auth:` is configured); a reload may replace it.
+    pub(crate) auth: Arc<arc_swap::ArcSwap<Authenticator>>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
     /// Longest wait for a whole POST body.

@@ -185,9 +185,9 @@ impl Gateway {
         if let Some(principal) = principal {
             session.bind_principal(principal);
         }
-        let upstreams = Arc::clone(self.upstreams());
+        let routing = Arc::clone(&self.routing);
         session.on_tools_changed(Arc::new(move |name: &str| {
-            if let Some(handle) = upstreams.get(name) {
+            if let Some(handle) = routing.load().router.upstreams().get(name) {
                 handle.policy.catalog.mark_stale();
             }
         }));
@@ -197,12 +197,14 @@ impl Gateway {
     /// Opens the session's upstream sessions (every upstream on `/mcp`, the one on
     /// `/mcp/<upstream>`), at once; an upstream that cannot be reached is marked down.
     pub(super) async fn connect_upstreams(&self, session: &Arc<Session>) {
+        let router = self.router();
+        let upstreams = router.upstreams();
         let targets: Vec<_> = match &session.scope {
-            Scope::Aggregate => self.upstreams().iter().cloned().collect(),
-            Scope::Single(name) => self.upstreams().get(name).cloned().into_iter().collect(),
+            Scope::Aggregate => upstreams.iter().cloned().collect(),
+            Scope::Single(name) => upstreams.get(name).cloned().into_iter().collect(),
         };
         let connects = targets.iter().map(|handle| {
-            let init = self.router.init_params(session, handle);
+            let init = router.init_params(session, handle);
             async move { (handle, handle.connect(&init).await) }
         });
         for (handle, result) in futures::future::join_all(connects).await {

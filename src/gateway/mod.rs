@@ -7,6 +7,8 @@ mod modern;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arc_swap::ArcSwap;
+
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
@@ -27,14 +29,24 @@ pub(crate) use modern::{ModernAnswer, ModernRequest};
 
 /// The gateway core.
 pub struct Gateway {
-    router: Arc<Router>,
-    client: ClientService,
+    /// The router and the client stack in force; a reload swaps in new ones, and each
+    /// request keeps the ones it started with.
+    routing: Arc<ArcSwap<Routing>>,
     sessions: SessionTable,
     /// The contexts of modern-era clients, by what they share (see `modern.rs`).
     contexts: modern::Contexts,
     /// The access log, for the requests the gateway answers outside the client stack
     /// (`initialize`).
     access: Option<crate::telemetry::access::AccessLog>,
+}
+
+/// What a configuration reload replaces: the router over the upstreams and the client
+/// stack over the router.
+pub struct Routing {
+    /// The router, with the upstreams and their stacks.
+    pub router: Arc<Router>,
+    /// The client stack over it.
+    pub client: ClientService,
 }
 
 /// The encoded answer to one request.
@@ -61,7 +73,19 @@ pub(crate) struct ModernCaller {
 impl Gateway {
     /// A gateway whose requests go through `client` (the client stack over `router`).
     pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
-        Gateway { router, client, sessions, contexts: modern::Contexts::default(), access: None }
+        let routing = Arc::new(ArcSwap::from_pointee(Routing { router, client }));
+        Gateway { routing, sessions, contexts: modern::Contexts::default(), access: None }
+    }
+
+    /// Puts `routing` in force for the requests that start from now on (those in flight
+    /// finish with what they started with); returns what it replaces.
+    pub fn install(&self, routing: Routing) -> Arc<Routing> {
+        self.routing.swap(Arc::new(routing))
+    }
+
+    /// The router in force.
+    pub fn router(&self) -> Arc<Router> {
+        Arc::clone(&self.routing.load().router)
     }
 
     /// The same gateway, writing `initialize` to `access` too.
@@ -70,9 +94,9 @@ impl Gateway {
         self
     }
 
-    /// The upstreams.
-    pub fn upstreams(&self) -> &Arc<Upstreams> {
-        self.router.upstreams()
+    /// The upstreams in force.
+    pub fn upstreams(&self) -> Arc<Upstreams> {
+        Arc::clone(self.routing.load().router.upstreams())
     }
 
     /// The session table.
@@ -152,7 +176,8 @@ impl Gateway {
             request.peer = caller.peer.or(request.peer);
         }
         let answered = {
-            let answering = self.client.clone().oneshot(request);
+            let client = self.routing.load().client.clone();
+            let answering = client.oneshot(request);
             tokio::pin!(answering);
             loop {
                 tokio::select! {
@@ -234,14 +259,14 @@ impl Gateway {
         futures::future::join_all(closes.map(|link: Link| async move { link.close().await })).await;
     }
 
-    /// The error rewriter.
-    pub fn rewriter(&self) -> &Arc<errors::Rewriter> {
-        self.router.rewriter()
+    /// The error rewriter in force.
+    pub fn rewriter(&self) -> Arc<errors::Rewriter> {
+        Arc::clone(self.routing.load().router.rewriter())
     }
 
-    /// The circuit breakers.
-    pub fn breakers(&self) -> &Arc<crate::resilience::breaker::Breakers> {
-        self.router.breakers()
+    /// The circuit breakers (one registry for the gateway's life: reloads keep them).
+    pub fn breakers(&self) -> Arc<crate::resilience::breaker::Breakers> {
+        Arc::clone(self.routing.load().router.breakers())
     }
 
     /// Tells every session that reaches `upstream` that its tool list changed.

@@ -210,6 +210,11 @@ impl Session {
         self.slots.lock().get(upstream).cloned()
     }
 
+    /// Takes the slot of an upstream: the next request that needs it opens a new link.
+    pub fn take_slot(&self, upstream: &str) -> Option<Slot> {
+        self.slots.lock().remove(upstream)
+    }
+
     /// All connected links with their upstream names.
     pub fn links(&self) -> Vec<(Arc<str>, Link)> {
         self.slots

@@ -54,6 +54,12 @@ pub(crate) const CLIENT_IN_FLIGHT: &str = "seawall_client_in_flight_requests";
 /// 0 closed, 1 half-open, 2 open.
 pub(crate) const BREAKER_STATE: &str = "seawall_breaker_state";
 
+/// Configuration reloads, by outcome (`applied`, `invalid`: the file has problems,
+/// `refused`: it changes what needs a restart, `failed`: an upstream could not be built).
+pub(crate) const CONFIG_RELOADS: &str = "seawall_config_reloads_total";
+/// 1 when the last configuration reload was applied (or none was tried), else 0.
+pub(crate) const CONFIG_LAST_RELOAD_OK: &str = "seawall_config_last_reload_successful";
+
 /// Methods that get their own label value.
 const METHODS: &[&str] = &[
     "initialize",
@@ -98,6 +104,8 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         Ok(handle) => {
             describe();
             let _ = HANDLE.set(handle.clone());
+            // The configuration the process started with is in force.
+            metrics::gauge!(CONFIG_LAST_RELOAD_OK).set(1.0);
             Some(handle)
         }
         Err(e) => {
@@ -127,11 +135,15 @@ fn describe() {
     metrics::describe_gauge!(IN_FLIGHT, "Requests in flight to an upstream.");
     metrics::describe_gauge!(CLIENT_IN_FLIGHT, "Client requests in flight in the gateway.");
     metrics::describe_gauge!(BREAKER_STATE, "Circuit breaker state: 0 closed, 1 half-open, 2 open.");
+    metrics::describe_counter!(CONFIG_RELOADS, "Configuration reloads, by outcome.");
+    metrics::describe_gauge!(CONFIG_LAST_RELOAD_OK, "1 when the last configuration reload was applied, else 0.");
 }
 
 /// Starts at zero the counters whose label values are known in advance (per upstream,
 /// per scope, per origin), so that every series a dashboard or alert asks for exists
-/// from the first scrape, and a rate over it is 0 rather than no data.
+/// from the first scrape, and a rate over it is 0 rather than no data. Adding zero
+/// leaves a series that already counts alone, so a reload calls it again for the
+/// upstreams it adds.
 pub(crate) fn zero(upstreams: &[&str]) {
     const RETRY_REASONS: [&str; 6] =
         ["attempt_timeout", "not_sent", "process_exited", "connection", "http_status", "rate_limited"];
@@ -142,33 +154,36 @@ pub(crate) fn zero(upstreams: &[&str]) {
     for upstream in upstreams {
         let upstream = || upstream.to_string();
         for reason in RETRY_REASONS {
-            counter!(RETRIES, "upstream" => upstream(), "reason" => reason).absolute(0);
+            counter!(RETRIES, "upstream" => upstream(), "reason" => reason).increment(0);
         }
-        counter!(RETRY_BUDGET_EXHAUSTED, "upstream" => upstream()).absolute(0);
+        counter!(RETRY_BUDGET_EXHAUSTED, "upstream" => upstream()).increment(0);
         for scope in ["upstream", "tool"] {
             for to in ["open", "half_open", "closed"] {
-                counter!(BREAKER_TRANSITIONS, "upstream" => upstream(), "scope" => scope, "to" => to).absolute(0);
+                counter!(BREAKER_TRANSITIONS, "upstream" => upstream(), "scope" => scope, "to" => to).increment(0);
             }
         }
-        counter!(LOAD_SHED, "scope" => upstream()).absolute(0);
-        counter!(UPSTREAM_RESTARTS, "upstream" => upstream()).absolute(0);
-        counter!(ENDPOINT_EJECTIONS, "upstream" => upstream()).absolute(0);
+        counter!(LOAD_SHED, "scope" => upstream()).increment(0);
+        counter!(UPSTREAM_RESTARTS, "upstream" => upstream()).increment(0);
+        counter!(ENDPOINT_EJECTIONS, "upstream" => upstream()).increment(0);
     }
     for scope in GATEWAY_SHED {
-        counter!(LOAD_SHED, "scope" => scope).absolute(0);
+        counter!(LOAD_SHED, "scope" => scope).increment(0);
     }
     for scope in LIMITS {
-        counter!(RATE_LIMITED, "scope" => scope).absolute(0);
+        counter!(RATE_LIMITED, "scope" => scope).increment(0);
     }
     for origin in ORIGINS {
-        counter!(ERRORS_REWRITTEN, "origin" => origin).absolute(0);
+        counter!(ERRORS_REWRITTEN, "origin" => origin).increment(0);
     }
     for result in ["hit", "miss"] {
-        counter!(CACHE, "result" => result).absolute(0);
+        counter!(CACHE, "result" => result).increment(0);
     }
-    counter!(ACCESS_LOG_DROPPED).absolute(0);
+    counter!(ACCESS_LOG_DROPPED).increment(0);
+    for outcome in ["applied", "invalid", "refused", "failed"] {
+        counter!(CONFIG_RELOADS, "outcome" => outcome).increment(0);
+    }
     for reason in ["queue_full", "export_failed"] {
-        counter!(TRACE_SPANS_DROPPED, "reason" => reason).absolute(0);
+        counter!(TRACE_SPANS_DROPPED, "reason" => reason).increment(0);
     }
 }
 
@@ -317,6 +332,12 @@ impl Drop for RequestTimer {
 }
 
 /// One retry.
+/// Counts a configuration reload and sets whether the last one was applied.
+pub(crate) fn config_reload(outcome: &'static str) {
+    counter!(CONFIG_RELOADS, "outcome" => outcome).increment(1);
+    metrics::gauge!(CONFIG_LAST_RELOAD_OK).set(if outcome == "applied" { 1.0 } else { 0.0 });
+}
+
 pub(crate) fn retry(upstream: &str, reason: &'static str) {
     counter!(RETRIES, "upstream" => upstream.to_owned(), "reason" => reason).increment(1);
 }

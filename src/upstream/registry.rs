@@ -14,6 +14,7 @@ use crate::telemetry::trace::spans;
 use tracing::Instrument as _;
 
 /// How an upstream is reached.
+#[derive(Clone)]
 pub enum Connector {
     /// Streamable HTTP: one upstream session per client session (per endpoint).
     Http(Arc<HttpPool>),
@@ -24,6 +25,19 @@ pub enum Connector {
     /// A child process per client session, at most as many at once as the semaphore has
     /// permits.
     PerSessionStdio(Arc<StdioUpstream>, Arc<tokio::sync::Semaphore>),
+}
+
+impl Connector {
+    /// Whether `other` is this very connector (the same clients or processes).
+    pub(crate) fn same_as(&self, other: &Connector) -> bool {
+        match (self, other) {
+            (Connector::Http(a), Connector::Http(b)) => Arc::ptr_eq(a, b),
+            (Connector::Sse(a), Connector::Sse(b)) => Arc::ptr_eq(a, b),
+            (Connector::SharedStdio(a), Connector::SharedStdio(b)) => Arc::ptr_eq(a, b),
+            (Connector::PerSessionStdio(a, _), Connector::PerSessionStdio(b, _)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 /// One configured upstream.
@@ -116,6 +130,12 @@ impl Upstreams {
     /// Adds an upstream.
     pub(crate) fn push(&mut self, handle: UpstreamHandle) {
         let handle = Arc::new(handle);
+        self.by_name.insert(Arc::clone(&handle.name), Arc::clone(&handle));
+        self.ordered.push(handle);
+    }
+
+    /// Adds an upstream that another set of upstreams holds too (a reload keeps it).
+    pub(crate) fn push_shared(&mut self, handle: Arc<UpstreamHandle>) {
         self.by_name.insert(Arc::clone(&handle.name), Arc::clone(&handle));
         self.ordered.push(handle);
     }

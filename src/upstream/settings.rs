@@ -23,8 +23,9 @@ pub struct UpstreamSettings {
     pub trust_annotations: bool,
     /// Per-tool settings.
     pub tools: BTreeMap<String, ToolConfig>,
-    /// Tools as the upstream last listed them.
-    pub catalog: ToolCatalog,
+    /// Tools as the upstream last listed them (kept by a reload that leaves the way to
+    /// the upstream alone).
+    pub catalog: std::sync::Arc<ToolCatalog>,
     /// Its `tools/list` and `prompts/list` pages as merged lists carry them.
     pub prefixed: crate::catalog::pages::PrefixedLists,
 }

@@ -119,7 +119,7 @@ async fn admit<'a>(
     if let Err(refusal) = st.origin.check(parts.version, &parts.uri, &parts.headers) {
         return Err(info.refuse(&Refusal::Forbidden(refusal), None));
     }
-    let principal = match st.auth.authenticate(&parts.headers, resource).await {
+    let principal = match st.auth.load_full().authenticate(&parts.headers, resource).await {
         Ok(principal) => principal,
         Err(why) => return Err(info.refuse(&Refusal::Unauthorized(why), None)),
     };

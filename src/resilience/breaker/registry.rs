@@ -163,6 +163,11 @@ impl Breakers {
         }
     }
 
+    /// Forgets the upstream's breakers (it is no longer configured).
+    pub fn forget(&self, upstream: &str) {
+        self.write().remove(upstream);
+    }
+
     fn entry<'a>(
         &self,
         all: &'a mut HashMap<Arc<str>, UpstreamBreakers>,
