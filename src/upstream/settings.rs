@@ -82,7 +82,7 @@ mod tests {
             concurrency: ConcurrencyConfig::default(),
             trust_annotations: trust,
             tools,
-            catalog: ToolCatalog::default(),
+            catalog: Default::default(),
             prefixed: Default::default(),
         }
     }
