@@ -283,7 +283,7 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_alert_and_the_error
         .iter()
         .flat_map(|g| g["rules"].as_array().expect("rules"))
         .collect();
-    assert_eq!(loaded.len(), 7, "{groups}");
+    assert_eq!(loaded.len(), 8, "{groups}");
     for rule in &loaded {
         assert_eq!(rule["health"], "ok", "rule {} : {}", rule["name"], rule["lastError"]);
     }
