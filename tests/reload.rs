@@ -271,3 +271,27 @@ async fn a_reload_replaces_the_api_keys() {
     let fresh = Client::with_bearer(&gw.url, new).initialize(json!({})).await;
     assert_eq!(text_of(&fresh.call_tool(3, "remote__echo", json!({"message": "b"})).await), "b");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_the_included_mcp_servers_file_reloads_too() {
+    let files = common::TestDir::new("include");
+    let server = |name: &str| json!({ name: {"command": "seawall", "args": ["demo-upstream", "--stdio"]} });
+    let servers = files.write("mcp.json", &json!({ "mcpServers": server("first") }).to_string());
+    let config = format!("include_mcp_servers: {}\nupstreams: []\n", serde_json::to_string(&servers).expect("path"));
+    let gw = Seawall::start(&config).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    assert!(tool_names(&c.request(1, "tools/list", json!({})).await).iter().any(|n| n == "first__echo"));
+
+    // The desktop client's file gains a server: seawall serves it without being asked.
+    let mut both = server("first");
+    both["second"] = server("second")["second"].clone();
+    files.write("mcp.json", &json!({ "mcpServers": both }).to_string());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 2;
+    while !tool_names(&c.request(id, "tools/list", json!({})).await).iter().any(|n| n == "second__echo") {
+        assert!(Instant::now() < deadline, "the included file's change was not picked up:\n{}", gw.proc.output());
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(text_of(&c.call_tool(id + 1, "second__echo", json!({"message": "hi"})).await), "hi");
+}
