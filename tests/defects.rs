@@ -66,9 +66,31 @@ async fn sighup_leaves_the_gateway_serving() {
     assert_eq!(text_of(&fresh.call_tool(1, "demo__echo", json!({"message": "new"})).await), "new");
     let health = reqwest::get(format!("{}/healthz", gw.admin_url)).await.unwrap();
     assert_eq!(health.status(), 200);
-    assert!(gw.proc.output().contains("configuration reload is not supported yet"), "{}", gw.proc.output());
+    assert!(gw.proc.output().contains("configuration reloaded"), "SIGHUP reloads the file:\n{}", gw.proc.output());
     let status = gw.stop(Duration::from_secs(10)).await.expect("seawall stops on SIGTERM");
     assert!(status.success(), "SIGTERM still ends it cleanly: {status:?}");
+}
+
+/// A stdio upstream whose command cannot start does not hold up sessions and calls for
+/// its connect timeout: while its last start failed, it is answered as not running at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_that_cannot_start_is_refused_at_once() {
+    let config = "defaults:\n  timeouts: { connect: 20s }\nupstreams:\n  - name: good\n    command: seawall\n    args: [demo-upstream, --stdio]\n  - name: missing\n    command: /nonexistent/mcp-server\n";
+    let gw = Seawall::start(config).await;
+    // Let the first attempt to start it fail.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let c = Client::connect(&gw.url, json!({})).await;
+    assert_eq!(text_of(&c.call_tool(1, "good__echo", json!({"message": "fast"})).await), "fast");
+    let single = Client::new(&gw.upstream_url("missing"));
+    let init =
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let refused = single.request(2, "initialize", init).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "answered without waiting out the 20 s connect timeout: {took:?}");
+    let error = refused.error();
+    assert!(error["message"].as_str().unwrap_or_default().contains("missing"), "{error}");
+    assert!(!refused.raw.contains("/nonexistent"), "the command is not shown to clients: {}", refused.raw);
 }
 
 /// MCP ids are strings or integers: `1.5`, `1e400` and `-0` are refused as invalid

@@ -98,6 +98,10 @@ pub struct StdioLink {
     last_init: Mutex<Option<Arc<InitResult>>>,
     /// Times the process died and was restarted.
     restarts: AtomicU64,
+    /// Why the last attempt to start a process failed, until one is ready: waiting for
+    /// the next attempt would only wait (a command that does not exist, a handshake
+    /// refused), so calls and sessions are answered at once meanwhile.
+    start_failed: Mutex<Option<String>>,
 }
 
 /// The child process as a status page shows it.
@@ -130,6 +134,7 @@ impl StdioLink {
             permit: Mutex::new(None),
             last_init: Mutex::new(None),
             restarts: AtomicU64::new(0),
+            start_failed: Mutex::new(None),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -188,6 +193,11 @@ impl StdioLink {
         ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed) }
     }
 
+    /// Records the outcome of an attempt to start a process: `Some(why)` it failed.
+    pub(super) fn started(&self, failure: Option<String>) {
+        *self.start_failed.lock() = failure;
+    }
+
     /// Whether the process is running and initialised now.
     pub(crate) fn is_running(&self) -> bool {
         matches!(&*self.state.borrow(), ProcState::Ready(_))
@@ -204,7 +214,11 @@ impl StdioLink {
                     ProcState::Closed => {
                         return Err(UpstreamError::NotRunning("the upstream is shut down".into()));
                     }
-                    ProcState::Starting | ProcState::Down(_) => {}
+                    ProcState::Starting | ProcState::Down(_) => {
+                        if let Some(why) = self.start_failed.lock().clone() {
+                            return Err(UpstreamError::NotRunning(why));
+                        }
+                    }
                 }
                 if rx.changed().await.is_err() {
                     return Err(UpstreamError::NotRunning("the upstream supervisor stopped".into()));

@@ -71,6 +71,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
         Err(e) => {
             tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
             link.restarting.store(false, Ordering::Relaxed);
+            link.started(Some(e.to_string()));
             link.set_state(ProcState::Down(e.to_string()));
             *quick_restarts = quick_restarts.saturating_add(1);
             return;
@@ -80,6 +81,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
     *link.last_init.lock() = Some(Arc::clone(&proc.init));
     link.restarting.store(false, Ordering::Relaxed);
+    link.started(None);
     link.set_state(ProcState::Ready(Arc::clone(&proc)));
     let started = Instant::now();
     let mut closed = link.closed_tx.subscribe();
