@@ -314,3 +314,20 @@ async fn cancellations_and_deadlines_reach_an_http_sse_upstream() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An HTTP+SSE server that answers in the POST's own body (200) rather than on its event
+/// stream is heard there: its calls are answered at once, not at their deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_sse_upstream_that_answers_in_the_post_body_is_heard() {
+    let old = DemoUpstream::start(false, &["--sse-inline"]).await;
+    let extra = "defaults: { timeouts: { tool_call: 20s, request: 20s } }\n";
+    let gw = Seawall::start(&config_yaml(&[Upstream::sse("old", &old.sse_url())], extra)).await;
+    let started = Instant::now();
+    let c = mcp_client::Client::connect(&gw.upstream_url("old"), json!({})).await;
+    let echoed = c.call_tool(1, "echo", json!({"message": "inline"})).await;
+    assert_eq!(echoed["content"][0]["text"], "inline", "{echoed}");
+    let failed = c.request(2, "tools/call", json!({"name": "add", "arguments": {"a": "x"}})).await;
+    assert!(failed.response().get("error").is_some() || failed.result()["isError"] == true, "{}", failed.raw);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "answered without waiting for the 20 s deadline: {took:?}");
+}

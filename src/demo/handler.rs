@@ -36,6 +36,8 @@ pub(crate) struct DemoConfig {
     pub extra_tools: usize,
     /// HTTP: refuse the modern era.
     pub legacy_only: bool,
+    /// HTTP+SSE: answer requests in the POST's body, not on the stream.
+    pub sse_inline: bool,
 }
 
 impl Default for DemoConfig {
@@ -50,6 +52,7 @@ impl Default for DemoConfig {
             page_size: 0,
             extra_tools: 0,
             legacy_only: false,
+            sse_inline: false,
         }
     }
 }

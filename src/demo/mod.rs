@@ -92,6 +92,11 @@ pub struct DemoArgs {
     #[arg(long)]
     pub legacy_only: bool,
 
+    /// HTTP+SSE: answer each request in the body of its POST (200) instead of on the
+    /// event stream, as some servers of that transport do.
+    #[arg(long)]
+    pub sse_inline: bool,
+
     /// stdio: after this fraction (0 to 1) of its answers, also write one line of noise
     /// — a line that is not JSON, the same answer again, the answer under an id nobody
     /// asked, or a notification nobody knows — as misbehaving servers do.
@@ -127,6 +132,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         page_size: args.page_size,
         extra_tools: args.extra_tools,
         legacy_only: args.legacy_only,
+        sse_inline: args.sse_inline,
     };
     let server = DemoServer::new(config, recorder);
     match args.listen {

@@ -80,6 +80,11 @@ async fn message(
         Err(err) => return json_response(StatusCode::BAD_REQUEST, &rpc::parse_error(err)),
     };
     match state.server.accept(&session, msg, out.clone()) {
+        Accepted::Request(pending) if state.server.config().sse_inline => {
+            if let Some(Outcome::Reply(reply)) = pending.outcome().await {
+                return json_response(StatusCode::OK, &reply);
+            }
+        }
         Accepted::Request(pending) => {
             tokio::spawn(async move {
                 // A cancelled request gets no answer; `Unavailable` is HTTP-only.

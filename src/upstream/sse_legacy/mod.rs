@@ -61,6 +61,10 @@ impl SseUpstream {
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_keepalive(Duration::from_secs(30))
             .tcp_nodelay(true)
+            // As for Streamable HTTP upstreams: direct connections, and a 3xx is the
+            // status it is.
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let url = reqwest::Url::parse(url)?;
         Ok(SseUpstream { name: Arc::from(name), client, url, headers: map, max_message_bytes, connect_timeout })
@@ -221,7 +225,9 @@ impl SseLink {
     }
 
     /// POSTs one message to the stream's endpoint. Any 2xx is success (servers answer 202);
-    /// a 404 means the upstream forgot the session, so the stream is reopened.
+    /// a 404 means the upstream forgot the session, so the stream is reopened. A server
+    /// that answers a request in the POST's own body rather than on the stream (not what
+    /// the transport says, but it happens) is heard there too.
     async fn post(&self, conn: &Conn, body: String) -> Result<(), UpstreamError> {
         self.post_with(conn, body, &[]).await
     }
@@ -240,6 +246,9 @@ impl SseLink {
         let resp = req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))?;
         let status = resp.status();
         if status.is_success() {
+            if status != http::StatusCode::ACCEPTED && status != http::StatusCode::NO_CONTENT {
+                self.answered_inline(conn, resp).await;
+            }
             return Ok(());
         }
         if status == http::StatusCode::NOT_FOUND {
@@ -247,6 +256,30 @@ impl SseLink {
             return Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()));
         }
         Err(status_error(resp.status(), resp.headers()))
+    }
+
+    /// Reads what a POST answered with in its body (bounded by the message limit): an
+    /// answer to a call waiting on `conn` completes it; anything else is left alone.
+    async fn answered_inline(&self, conn: &Conn, mut resp: reqwest::Response) {
+        let mut body = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) if body.len() + chunk.len() <= self.up.max_message_bytes => {
+                    body.extend_from_slice(&chunk)
+                }
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => break,
+            }
+        }
+        let Ok(text) = std::str::from_utf8(&body) else { return };
+        if text.trim().is_empty() {
+            return;
+        }
+        if let Ok(jsonrpc::Message::Response(r)) = jsonrpc::decode(text) {
+            if let Some(pending) = conn.pending.lock().remove(&r.id) {
+                let _ = pending.tx.send(r.body);
+            }
+        }
     }
 
     /// Closes the stream (the upstream session ends with it) and stops reopening it.
