@@ -43,6 +43,7 @@ use crate::policy::cors::CorsPolicy;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
+use crate::resilience::breaker::shared::BreakerSharing;
 use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
@@ -248,6 +249,8 @@ struct Core {
     upstreams: Arc<Upstreams>,
     breakers: Arc<Breakers>,
     transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
+    /// Shared breakers' link to the other replicas, until it is started.
+    sharing: Option<BreakerSharing>,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// A graceful shutdown's progress, as readiness and the client stack see it.
     drain: Drain,
@@ -258,7 +261,10 @@ impl Core {
     /// gateway; fits the connection and session caps under the open-file limit.
     fn assemble(config: &mut Config) -> anyhow::Result<Core> {
         let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
-        let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
+        // Breakers marked `shared` publish their transitions to the other replicas.
+        let sharing = BreakerSharing::new(config)?;
+        let breakers = Breakers::new().with_feed(sharing.as_ref().map(BreakerSharing::feed));
+        let breakers = Arc::new(breakers.with_listener(move |key: &BreakerKey, state| {
             crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), state.as_str());
             let _ = transitions_tx.send((key.clone(), state));
         }));
@@ -295,17 +301,20 @@ impl Core {
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal);
         let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
-        Ok(Core { gateway, upstreams, breakers, transitions, metrics, drain })
+        Ok(Core { gateway, upstreams, breakers, transitions, sharing, metrics, drain })
     }
 
-    /// Starts the housekeeping: idle sessions end, and clients hear of hidden tools.
+    /// Starts the housekeeping: idle sessions end, clients hear of hidden tools, and
+    /// shared breakers follow the other replicas (whose transitions reach the listener,
+    /// hence the announcer, like local ones).
     fn spawn_background(&mut self) -> Background {
         let (_, transitions) = tokio::sync::mpsc::unbounded_channel();
         let transitions = std::mem::replace(&mut self.transitions, transitions);
         let reaper = tokio::spawn(reap_sessions(Arc::clone(&self.gateway), self.metrics.clone()));
         let announcer =
             tokio::spawn(announce_hidden_tools(Arc::clone(&self.gateway), Arc::clone(&self.breakers), transitions));
-        Background(vec![reaper, announcer])
+        let sharing = self.sharing.take().map(|s| s.spawn(Arc::clone(&self.breakers)));
+        Background([reaper, announcer].into_iter().chain(sharing).collect())
     }
 
     /// The admin listener's routes; `config` is the configuration in force, which the
