@@ -46,6 +46,7 @@ use crate::policy::cors::CorsPolicy;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
+use crate::resilience::breaker::shared::{BreakerSharing, SharedUpstreams};
 use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
@@ -325,6 +326,10 @@ struct Core {
     reloads: Reloads,
     requests: Option<tokio::sync::mpsc::Receiver<Trigger>>,
     transitions: tokio::sync::mpsc::UnboundedReceiver<(BreakerKey, BreakerState)>,
+    /// Shared breakers' link to the other replicas, until it is started.
+    sharing: Option<BreakerSharing>,
+    /// The upstreams whose breakers are shared, when some are: a reload updates them.
+    shared_upstreams: Option<SharedUpstreams>,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// A graceful shutdown's progress, as readiness and the client stack see it.
     drain: Drain,
@@ -335,7 +340,10 @@ impl Core {
     /// gateway; fits the connection and session caps under the open-file limit.
     fn assemble(config: &mut Config) -> anyhow::Result<Core> {
         let (transitions_tx, transitions) = tokio::sync::mpsc::unbounded_channel();
-        let breakers = Arc::new(Breakers::new().with_listener(move |key: &BreakerKey, state| {
+        // Breakers marked `shared` publish their transitions to the other replicas.
+        let sharing = BreakerSharing::new(config)?;
+        let breakers = Breakers::new().with_feed(sharing.as_ref().map(BreakerSharing::feed));
+        let breakers = Arc::new(breakers.with_listener(move |key: &BreakerKey, state| {
             crate::telemetry::metrics::breaker_transition(&key.upstream, key.tool.is_some(), state.as_str());
             let _ = transitions_tx.send((key.clone(), state));
         }));
@@ -377,19 +385,24 @@ impl Core {
             reloads,
             requests: Some(requests),
             transitions,
+            shared_upstreams: sharing.as_ref().map(BreakerSharing::upstreams),
+            sharing,
             metrics,
             drain,
         })
     }
 
-    /// Starts the housekeeping: idle sessions end, and clients hear of hidden tools.
+    /// Starts the housekeeping: idle sessions end, clients hear of hidden tools, and
+    /// shared breakers follow the other replicas (whose transitions reach the listener,
+    /// hence the announcer, like local ones).
     fn spawn_background(&mut self) -> Background {
         let (_, transitions) = tokio::sync::mpsc::unbounded_channel();
         let transitions = std::mem::replace(&mut self.transitions, transitions);
         let reaper = tokio::spawn(reap_sessions(Arc::clone(&self.gateway), self.metrics.clone()));
         let announcer =
             tokio::spawn(announce_hidden_tools(Arc::clone(&self.gateway), Arc::clone(&self.breakers), transitions));
-        Background(vec![reaper, announcer])
+        let sharing = self.sharing.take().map(|s| s.spawn(Arc::clone(&self.breakers)));
+        Background([reaper, announcer].into_iter().chain(sharing).collect())
     }
 
     /// The admin listener's routes; `POST /admin/reload` works when the gateway serves
@@ -424,6 +437,7 @@ impl Core {
             breakers: Arc::clone(&self.breakers),
             parts: self.parts.clone(),
             layers: self.layers.clone(),
+            shared_upstreams: self.shared_upstreams.clone(),
             auth: fronts,
             listeners,
         };

@@ -384,7 +384,7 @@ fn the_kubernetes_base_renders_and_validates() {
 }
 
 #[test]
-fn the_redis_overlay_renders_validates_and_points_rate_limits_at_its_redis() {
+fn the_redis_overlay_renders_validates_and_points_rate_limits_and_breakers_at_its_redis() {
     let (text, docs) = kustomize("deploy/kubernetes/overlays/redis");
     kubernetes_validate(&text, "deploy/kubernetes/overlays/redis");
     let config = check_gateway(&docs, "deploy/kubernetes/overlays/redis");
@@ -400,6 +400,10 @@ fn the_redis_overlay_renders_validates_and_points_rate_limits_at_its_redis() {
     let backend = &config.rate_limits.backend;
     assert_eq!(authority(backend), format!("seawall-redis:{port}"), "rate_limits.backend {backend}");
     assert!(!config.rate_limits.limits.is_empty());
+    // Breakers are shared by the replicas through the same Redis.
+    assert!(config.shares_breakers(), "the overlay shares breakers");
+    let sharing = config.breaker_sharing_redis().expect("a Redis for shared breakers");
+    assert_eq!(authority(&sharing), format!("seawall-redis:{port}"), "breakers shared through {sharing}");
     // The base's config is replaced, not added beside it.
     assert_eq!(docs.iter().filter(|d| d["kind"] == "ConfigMap").count(), 1);
 }

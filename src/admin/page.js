@@ -155,6 +155,7 @@
     probe_succeeded: "probe succeeded",
     probe_failed: "probe failed",
     probe_timed_out: "probe timed out",
+    replica: "followed another replica",
   };
 
   function pill(state, text) {

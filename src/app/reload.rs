@@ -23,8 +23,10 @@
 //!
 //! Changing `listen` or `admin_listen` refuses the reload (a restart is needed). The
 //! sections the process is built around (`admin`, `shutdown`, `session`, `limits`,
-//! `security`, `access_log`, `tracing`, and `auth.resource_metadata`) keep their values in
-//! force until a restart; a reload that changes them says so.
+//! `security`, `access_log`, `tracing`, `breaker_sharing`, and `auth.resource_metadata`)
+//! keep their values in force until a restart; a reload that changes them says so.
+//! Which upstreams share their breakers with other replicas follows the file, once
+//! sharing runs (some upstream shared its breakers at start).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +46,7 @@ use crate::policy::auth::Authenticator;
 use crate::policy::authz::AuthorizeLayer;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::breaker::Breakers;
+use crate::resilience::breaker::shared::{SharedUpstreams, shared_upstreams};
 use crate::session::{Scope, Slot};
 use crate::signals::Hangups;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
@@ -94,6 +97,8 @@ pub(crate) struct Reloader {
     /// The client layers in force: a layer whose settings a reload leaves alone is kept
     /// (with the rate limiters' buckets and the cached results in it).
     pub(crate) layers: ClientLayers,
+    /// The upstreams whose breakers are shared with other replicas, when sharing runs.
+    pub(crate) shared_upstreams: Option<SharedUpstreams>,
     /// The authenticators of the HTTP listeners.
     pub(crate) auth: Vec<Arc<ArcSwap<Authenticator>>>,
     /// Whether the listeners are those the file names (not those of the command line of
@@ -193,6 +198,14 @@ impl Reloader {
         }
         self.in_force.store(Arc::new(config));
         self.file = file;
+
+        // Breakers follow the other replicas for the upstreams now marked `shared`.
+        let shared = shared_upstreams(&self.in_force.load());
+        match &self.shared_upstreams {
+            Some(following) => following.store(Arc::new(shared)),
+            None if !shared.is_empty() => done.need_restart.push("breaker sharing (no breakers were shared at start)"),
+            None => {}
+        }
 
         // Then let go of what it replaced.
         for handle in upstreams.iter() {
@@ -409,7 +422,7 @@ fn in_force(file: &Config, before: &Config, old: &Config) -> (Config, Vec<&'stat
             config.$field = old.$field.clone();
         )*};
     }
-    keep!(listen, admin_listen, admin, shutdown, session, limits, security, access_log, tracing);
+    keep!(listen, admin_listen, admin, shutdown, session, limits, security, access_log, tracing, breaker_sharing);
     let metadata = |c: &Config| c.auth.as_ref().and_then(|a| a.resource_metadata.clone());
     if metadata(file) != metadata(before) {
         changed.push("auth.resource_metadata");

@@ -15,6 +15,7 @@
 
 mod auth;
 mod authorization;
+mod breaker_sharing;
 mod collect;
 mod error;
 mod expand;
@@ -38,6 +39,7 @@ use std::path::Path;
 pub(crate) use auth::PUBLIC_KEY_ALGORITHMS;
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig, ResourceMetadataConfig};
 pub use authorization::{AuthorizationConfig, AuthzRuleConfig, Decision, PatternsConfig, PrincipalMatcher};
+pub use breaker_sharing::BreakerSharingConfig;
 pub use error::{ConfigError, ConfigIssue};
 pub use mcp_servers::{Imported, McpServers, McpServersFormat, import, parse_mcp_servers, read_mcp_servers};
 pub use operations::{AdminConfig, ShutdownConfig};

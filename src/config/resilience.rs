@@ -79,6 +79,11 @@ pub struct BreakerConfig {
     /// Hide tools whose breaker is open from `tools/list`, and send
     /// `notifications/tools/list_changed` when they open or close. Default `false`.
     pub hide_open_tools: bool,
+    /// Share this breaker's transitions with every replica on the same Redis
+    /// (`breaker_sharing`): when one replica's breaker opens, closes or is held by the
+    /// operator, the others' breakers of the same upstream or tool follow within a
+    /// second. Requests still read local state only. Default `false`.
+    pub shared: bool,
 }
 
 impl Default for BreakerConfig {
@@ -95,6 +100,7 @@ impl Default for BreakerConfig {
             slow_call: Duration::from_secs(30),
             slow_call_rate: 0.8,
             hide_open_tools: false,
+            shared: false,
         }
     }
 }
@@ -198,6 +204,8 @@ partial! {
         slow_call_rate: f64,
         /// See `defaults.breaker.hide_open_tools`.
         hide_open_tools: bool,
+        /// See `defaults.breaker.shared`.
+        shared: bool,
     }
 }
 

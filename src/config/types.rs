@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::AuthConfig;
 use super::authorization::AuthorizationConfig;
+use super::breaker_sharing::BreakerSharingConfig;
 use super::operations::{AdminConfig, ShutdownConfig};
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
@@ -55,6 +56,9 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// Rate limits on client requests. Default: none.
     pub rate_limits: RateLimitsConfig,
+    /// The Redis through which replicas share the breakers marked `shared`. Default: the
+    /// rate limits' Redis, if any.
+    pub breaker_sharing: BreakerSharingConfig,
     /// Which principals may use which tools, prompts and resources. Default: everything
     /// allowed.
     pub authorization: AuthorizationConfig,
@@ -151,6 +155,7 @@ impl Default for Config {
             errors: ErrorsConfig::default(),
             auth: None,
             rate_limits: RateLimitsConfig::default(),
+            breaker_sharing: BreakerSharingConfig::default(),
             authorization: AuthorizationConfig::default(),
             cache: CacheConfig::default(),
             access_log: AccessLogConfig::default(),

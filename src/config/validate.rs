@@ -46,6 +46,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     let separator = separator_ok.then_some(config.name_separator.as_str());
     check_upstreams(&config.upstreams, separator, written, &mut out);
     super::rate_limit::check_rate_limits(&config.rate_limits, &mut out);
+    super::breaker_sharing::check_breaker_sharing(config, &mut out);
     super::authorization::check_authorization(&config.authorization, &mut out);
     super::trace::check_tracing(&config.tracing, &mut out);
     if config.cache.enabled {

@@ -19,6 +19,13 @@ pub(crate) const RETRIES: &str = "seawall_retries_total";
 pub(crate) const RETRY_BUDGET_EXHAUSTED: &str = "seawall_retry_budget_exhausted_total";
 /// Circuit breaker transitions, by upstream, scope (`upstream` or `tool`) and new state.
 pub(crate) const BREAKER_TRANSITIONS: &str = "seawall_breaker_transitions_total";
+/// Transitions of shared breakers repeated from another replica, by upstream, scope
+/// (`upstream` or `tool`) and new state (also counted in [`BREAKER_TRANSITIONS`] when the
+/// state changed).
+pub(crate) const BREAKER_REMOTE_TRANSITIONS: &str = "seawall_breaker_remote_transitions_total";
+/// Whether shared breakers are subscribed to their Redis: 1 yes, 0 no (they stay local).
+/// Absent when no breaker is shared.
+pub(crate) const BREAKER_SHARING_CONNECTED: &str = "seawall_breaker_sharing_connected";
 /// Requests refused by load shedding, by scope (`upstream` name or `gateway`).
 pub(crate) const LOAD_SHED: &str = "seawall_load_shed_total";
 /// Requests refused by a rate limit, by scope (`principal`, `tool`, `upstream`, `global`).
@@ -121,6 +128,14 @@ fn describe() {
     metrics::describe_counter!(RETRIES, "Retries sent to upstreams, by reason.");
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED, "Retries refused because the budget was spent.");
     metrics::describe_counter!(BREAKER_TRANSITIONS, "Circuit breaker transitions, by new state.");
+    metrics::describe_counter!(
+        BREAKER_REMOTE_TRANSITIONS,
+        "Shared breaker transitions repeated from another replica, by new state."
+    );
+    metrics::describe_gauge!(
+        BREAKER_SHARING_CONNECTED,
+        "Whether shared breakers are subscribed to Redis (1) or not (0)."
+    );
     metrics::describe_counter!(LOAD_SHED, "Requests refused by load shedding.");
     metrics::describe_counter!(ACCESS_LOG_DROPPED, "Access log lines dropped because the writer fell behind.");
     metrics::describe_counter!(TRACE_SPANS_DROPPED, "Finished spans dropped instead of exported, by reason.");
@@ -160,6 +175,8 @@ pub(crate) fn zero(upstreams: &[&str]) {
         for scope in ["upstream", "tool"] {
             for to in ["open", "half_open", "closed"] {
                 counter!(BREAKER_TRANSITIONS, "upstream" => upstream(), "scope" => scope, "to" => to).increment(0);
+                counter!(BREAKER_REMOTE_TRANSITIONS, "upstream" => upstream(), "scope" => scope, "to" => to)
+                    .increment(0);
             }
         }
         counter!(LOAD_SHED, "scope" => upstream()).increment(0);
@@ -353,6 +370,17 @@ pub(crate) fn breaker_transition(upstream: &str, tool_scope: bool, to: &'static 
     counter!(BREAKER_TRANSITIONS, "upstream" => upstream.to_owned(), "scope" => scope, "to" => to).increment(1);
 }
 
+/// A shared breaker's transition repeated from another replica.
+pub(crate) fn breaker_remote_transition(upstream: &str, tool_scope: bool, to: &'static str) {
+    let scope = if tool_scope { "tool" } else { "upstream" };
+    counter!(BREAKER_REMOTE_TRANSITIONS, "upstream" => upstream.to_owned(), "scope" => scope, "to" => to).increment(1);
+}
+
+/// Whether shared breakers are subscribed to their Redis.
+pub(crate) fn breaker_sharing_connected(connected: bool) {
+    metrics::gauge!(BREAKER_SHARING_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+}
+
 /// A request refused by load shedding.
 pub(crate) fn load_shed(scope: &str) {
     counter!(LOAD_SHED, "scope" => scope.to_owned()).increment(1);
@@ -453,6 +481,8 @@ mod tests {
             RETRIES,
             RETRY_BUDGET_EXHAUSTED,
             BREAKER_TRANSITIONS,
+            BREAKER_REMOTE_TRANSITIONS,
+            BREAKER_SHARING_CONNECTED,
             LOAD_SHED,
             RATE_LIMITED,
             CACHE,

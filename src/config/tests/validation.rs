@@ -391,3 +391,49 @@ fn rate_limit_keys_and_backends_are_closed_sets() {
     ]));
     assert_eq!(config.rate_limits.backend(), Ok(crate::config::RateBackend::Redis("redis://127.0.0.1:6379".into())));
 }
+
+#[test]
+fn shared_breakers_need_a_redis_and_take_the_rate_limits_one() {
+    let found = issues(&[
+        "defaults:",
+        "  breaker: { shared: true }",
+        "upstreams:",
+        "  - name: a",
+        "    command: x",
+        "  - name: b",
+        "    command: x",
+        "    breaker:",
+        "      shared: true",
+    ]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_issue(&found[0], 2, "defaults.breaker.shared", "needs a Redis to share through");
+    assert_issue(&found[1], 9, "upstreams[1].breaker.shared", "set breaker_sharing.redis");
+    let config = ok(&with_upstream(&[
+        "defaults:",
+        "  breaker: { shared: true }",
+        "rate_limits:",
+        "  backend: redis://10.0.0.7:6379/2",
+    ]));
+    assert_eq!(config.breaker_sharing_redis().as_deref(), Some("redis://10.0.0.7:6379/2"));
+    assert!(config.shares_breakers());
+    let config = ok(&with_upstream(&[
+        "breaker_sharing:",
+        "  redis: redis://breakers:6379",
+        "  prefix: 'fleet-a:breakers:'",
+        "rate_limits:",
+        "  backend: redis://limits:6379",
+    ]));
+    assert_eq!(config.breaker_sharing_redis().as_deref(), Some("redis://breakers:6379"));
+    assert_eq!(config.breaker_sharing.prefix, "fleet-a:breakers:");
+    assert!(!config.shares_breakers(), "nothing is shared unless a breaker says so");
+}
+
+#[test]
+fn breaker_sharing_takes_a_redis_url_and_a_plain_prefix() {
+    let found = issues(&with_upstream(&["breaker_sharing:", "  redis: http://cache:6379", "  prefix: 'a b'"]));
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_issue(&found[0], 2, "breaker_sharing.redis", "expected a redis://host:port[/db] URL");
+    assert_issue(&found[1], 3, "breaker_sharing.prefix", "printable ASCII without spaces");
+    assert_one(&with_upstream(&["breaker_sharing:", "  prefix: ''"]), 2, "breaker_sharing.prefix", "must be 1 to 128");
+    assert_one(&with_upstream(&["breaker_sharing:", "  channel: x"]), 2, "breaker_sharing", "unknown field `channel`");
+}

@@ -17,10 +17,15 @@
 //! An operator may hold any breaker open (isolating a tool or an upstream by hand, with a
 //! reason that refused clients are told) or closed, and reset it ([`Breaker::force`]);
 //! the admin API does that.
+//!
+//! Breakers are per replica unless marked `shared`: then [`shared`] publishes their
+//! transitions and holds through Redis and repeats those of the other replicas here,
+//! off the request path, which still reads local state only.
 
 pub mod classify;
 pub mod layer;
 pub mod registry;
+pub mod shared;
 pub mod state;
 pub mod transition;
 
@@ -38,7 +43,7 @@ use tower::Service;
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
 pub use state::{Breaker, Snapshot};
-pub use transition::{BreakerKey, Hold, State};
+pub use transition::{BreakerKey, Change, Feed, Hold, Origin, Remote, State};
 pub use window::Totals;
 
 use admission::Admission;

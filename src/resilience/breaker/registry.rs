@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::state::{Breaker, Snapshot};
-use super::transition::{BreakerKey, Listener, State};
+use super::transition::{BreakerKey, Feed, Listener, State};
 use crate::config::BreakerConfig;
 
 /// Tool breakers per upstream, by default.
@@ -21,6 +21,7 @@ pub const MAX_TOOL_BREAKERS: usize = 1024;
 pub struct Breakers {
     upstreams: RwLock<HashMap<Arc<str>, UpstreamBreakers>>,
     listener: Option<Listener>,
+    feed: Option<Feed>,
     max_tools: usize,
 }
 
@@ -47,13 +48,21 @@ impl fmt::Debug for Breakers {
 impl Breakers {
     /// No breakers yet, no listener, [`MAX_TOOL_BREAKERS`] tool breakers per upstream.
     pub fn new() -> Breakers {
-        Breakers { upstreams: RwLock::new(HashMap::new()), listener: None, max_tools: MAX_TOOL_BREAKERS }
+        Breakers { upstreams: RwLock::new(HashMap::new()), listener: None, feed: None, max_tools: MAX_TOOL_BREAKERS }
     }
 
     /// The same registry, telling `listener` of every transition of every breaker it
     /// creates from now on (metrics, `notifications/tools/list_changed`).
     pub fn with_listener(mut self, listener: impl Fn(&BreakerKey, State) + Send + Sync + 'static) -> Breakers {
         self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    /// The same registry, telling `feed` (when there is one) of every transition and
+    /// operator action, with its details and origin, of every breaker it creates from now
+    /// on (shared breakers publish from it).
+    pub fn with_feed(mut self, feed: Option<Feed>) -> Breakers {
+        self.feed = feed;
         self
     }
 
@@ -80,7 +89,7 @@ impl Breakers {
             return Some(Arc::clone(found));
         }
         let mut all = self.write();
-        let (max, listener) = (self.max_tools, self.listener.clone());
+        let (max, listener, feed) = (self.max_tools, self.listener.clone(), self.feed.clone());
         let entry = self.entry(&mut all, upstream, cfg);
         if let Some(found) = entry.tools.get(tool) {
             return Some(Arc::clone(found));
@@ -97,7 +106,7 @@ impl Breakers {
             return None;
         }
         let key = BreakerKey { upstream: Arc::clone(upstream), tool: Some(Arc::clone(tool)) };
-        let breaker = Breaker::new(key, *cfg, listener);
+        let breaker = Breaker::observed(key, *cfg, listener, feed);
         entry.tools.insert(Arc::clone(tool), Arc::clone(&breaker));
         Some(breaker)
     }
@@ -177,7 +186,7 @@ impl Breakers {
         all.entry(Arc::clone(upstream)).or_insert_with(|| {
             let key = BreakerKey { upstream: Arc::clone(upstream), tool: None };
             UpstreamBreakers {
-                own: Breaker::new(key, *cfg, self.listener.clone()),
+                own: Breaker::observed(key, *cfg, self.listener.clone(), self.feed.clone()),
                 tools: HashMap::new(),
                 full_logged: false,
             }

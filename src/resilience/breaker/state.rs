@@ -13,6 +13,9 @@
 //! An operator may hold a breaker open or closed ([`Breaker::force`], a [`Hold`]): held
 //! open it refuses every call and never half-opens; held closed no failure opens it.
 //! Only another hold, or a reset back to the automatic rules, ends a hold.
+//!
+//! A shared breaker also repeats the transitions of the same breaker on other replicas
+//! ([`Breaker::apply_remote`], in `remote.rs`); the last writer wins, by wall-clock time.
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,15 +26,18 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::classify::{Outcome, Verdict};
-use super::transition::{BreakerKey, Hold, Listener, Reason, State, Transition};
+use super::transition::{BreakerKey, Feed, Hold, Listener, Origin, Reason, State, Transition, wall_ms};
 use super::window::{Totals, Window};
 use crate::config::BreakerConfig;
+
+mod remote;
 
 /// A circuit breaker for one upstream or one tool.
 pub struct Breaker {
     key: BreakerKey,
     inner: Mutex<Inner>,
     listener: Option<Listener>,
+    feed: Option<Feed>,
 }
 
 impl fmt::Debug for Breaker {
@@ -43,7 +49,18 @@ impl fmt::Debug for Breaker {
 impl Breaker {
     /// A closed breaker; `listener` hears of every transition.
     pub fn new(key: BreakerKey, cfg: BreakerConfig, listener: Option<Listener>) -> Arc<Breaker> {
-        Arc::new(Breaker { key, inner: Mutex::new(Inner::new(cfg, Instant::now())), listener })
+        Breaker::observed(key, cfg, listener, None)
+    }
+
+    /// A closed breaker; `listener` hears of every transition, `feed` of every transition
+    /// and operator action with its details (shared breakers publish from it).
+    pub fn observed(
+        key: BreakerKey,
+        cfg: BreakerConfig,
+        listener: Option<Listener>,
+        feed: Option<Feed>,
+    ) -> Arc<Breaker> {
+        Arc::new(Breaker { key, inner: Mutex::new(Inner::new(cfg, Instant::now())), listener, feed })
     }
 
     /// Which breaker this is.
@@ -102,7 +119,7 @@ impl Breaker {
             Some(Hold::Open { reason }) => Some(Arc::clone(reason)),
             _ => None,
         };
-        let t = self.inner.lock().force(now, hold);
+        let t = self.inner.lock().force(now, hold.clone());
         let (upstream, tool) = (&*self.key.upstream, self.key.tool.as_deref());
         let (from, to, reason) = (t.from.as_str(), t.to.as_str(), t.reason.as_str());
         match note {
@@ -115,6 +132,11 @@ impl Breaker {
             && let Some(listener) = &self.listener
         {
             listener(&self.key, t.to);
+        }
+        // Replicas hear of every hold and reset, even one that kept the state: a hold
+        // changes what may undo it, and repeating one heals a replica that missed it.
+        if let Some(feed) = &self.feed {
+            feed(&t.change(&self.key, hold, Origin::Local));
         }
         t.from
     }
@@ -152,6 +174,10 @@ impl Breaker {
     fn report(&self, change: Option<Transition>) {
         if let Some(t) = change {
             t.report(&self.key, self.listener.as_ref());
+            if let Some(feed) = &self.feed {
+                // Automatic transitions happen only without a hold.
+                feed(&t.change(&self.key, None, Origin::Local));
+            }
         }
     }
 }
@@ -263,6 +289,9 @@ struct Inner {
     tripped: Option<(Instant, Reason, Totals, u32)>,
     /// The operator's hold, which automatic transitions leave alone.
     hold: Option<Hold>,
+    /// When the last transition that replicas hear of happened (wall clock, ms): a
+    /// transition of another replica older than this is not repeated here.
+    stamp_ms: u64,
 }
 
 impl Inner {
@@ -279,6 +308,7 @@ impl Inner {
             reason: None,
             tripped: None,
             hold: None,
+            stamp_ms: 0,
         }
     }
 
@@ -323,7 +353,7 @@ impl Inner {
         match self.phase {
             Phase::Open { until } if now >= until && !self.held_open() => {
                 let from = self.enter(now, Phase::HalfOpen { probes: 0 }, Reason::BreakElapsed);
-                Some(Transition { from, to: State::HalfOpen, reason: Reason::BreakElapsed, break_for: None })
+                Some(self.transition(from, Reason::BreakElapsed, None))
             }
             _ => None,
         }
@@ -424,7 +454,7 @@ impl Inner {
         // Overflow needs a break of centuries; fall back to a day rather than panic.
         let until = now.checked_add(break_for).unwrap_or_else(|| now + Duration::from_secs(86_400));
         let from = self.enter(now, Phase::Open { until }, reason);
-        Transition { from, to: State::Open, reason, break_for: Some(break_for) }
+        self.transition(from, reason, Some(break_for))
     }
 
     /// The operator's hold (or, with `None`, a reset): a fresh period in the state it
@@ -441,18 +471,27 @@ impl Inner {
         }
         self.hold = hold;
         let from = self.enter(now, phase, reason);
-        Transition { from, to: self.state(), reason, break_for: None }
+        self.transition(from, reason, None)
     }
 
     fn close(&mut self, now: Instant) -> Transition {
         self.opens = 0;
         let from = self.enter(now, Phase::Closed, Reason::ProbeSucceeded);
-        Transition { from, to: State::Closed, reason: Reason::ProbeSucceeded, break_for: None }
+        self.transition(from, Reason::ProbeSucceeded, None)
     }
 
-    /// Moves to `phase` with fresh counts; returns the state left.
+    /// The transition from `from` to the present state.
+    fn transition(&self, from: State, reason: Reason, break_for: Option<Duration>) -> Transition {
+        Transition { from, to: self.state(), reason, break_for, at_ms: self.stamp_ms, shared: self.cfg.shared }
+    }
+
+    /// Moves to `phase` with fresh counts; returns the state left. Every transition but
+    /// the lazy one to half-open (which each replica makes by its own clock) is stamped.
     fn enter(&mut self, now: Instant, phase: Phase, reason: Reason) -> State {
         let from = self.state();
+        if reason != Reason::BreakElapsed {
+            self.stamp_ms = wall_ms();
+        }
         self.phase = phase;
         self.entered = now;
         self.reason = Some(reason);

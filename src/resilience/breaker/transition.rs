@@ -82,6 +82,8 @@ pub enum Reason {
     ForcedClosed,
     /// The operator handed it back to its automatic rules, closed with fresh counts.
     Reset,
+    /// The same breaker of another replica opened or closed (shared breakers).
+    Replica,
 }
 
 impl Reason {
@@ -98,6 +100,7 @@ impl Reason {
             Reason::ForcedOpen => "forced_open",
             Reason::ForcedClosed => "forced_closed",
             Reason::Reset => "reset",
+            Reason::Replica => "replica",
         }
     }
 }
@@ -126,6 +129,71 @@ impl Hold {
     }
 }
 
+/// Where a transition was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Here: by this replica's calls, its clock or its operator.
+    Local,
+    /// On another replica, and repeated here (shared breakers).
+    Remote,
+}
+
+/// One transition with everything another replica needs to repeat it, as the breakers'
+/// feed hears it (see [`Breakers::with_feed`](super::Breakers::with_feed)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Which breaker.
+    pub key: BreakerKey,
+    /// The state it entered (for an operator's action that kept the state, that state).
+    pub to: State,
+    /// Why.
+    pub reason: Reason,
+    /// For an automatic open: how long the break lasts.
+    pub break_for: Option<Duration>,
+    /// The operator's hold after the change.
+    pub hold: Option<Hold>,
+    /// When it happened, in wall-clock milliseconds since the Unix epoch: the time by
+    /// which the last writer wins among replicas.
+    pub at_ms: u64,
+    /// Where it was decided.
+    pub origin: Origin,
+    /// Whether the breaker is `shared` (so whether replicas hear of it).
+    pub shared: bool,
+}
+
+/// Called with every transition and every operator action, outside the breaker's lock:
+/// keep it short.
+pub type Feed = Arc<dyn Fn(&Change) + Send + Sync>;
+
+/// A transition another replica made, to repeat on this replica's breaker of the same key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Remote {
+    /// It opened by itself, for a break that ends `break_for` from now.
+    Opened {
+        /// The break left.
+        break_for: Duration,
+    },
+    /// A probe closed it.
+    Closed,
+    /// The operator held it open or closed.
+    Held(Hold),
+    /// The operator handed it back to its automatic rules.
+    Reset,
+}
+
+impl Remote {
+    /// Whether it is an operator's action (which only another one, or a reset, undoes).
+    pub fn by_operator(&self) -> bool {
+        matches!(self, Remote::Held(_) | Remote::Reset)
+    }
+}
+
+/// The wall clock in milliseconds since the Unix epoch (0 before it).
+pub(crate) fn wall_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// One state change, reported once the breaker's lock is released.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Transition {
@@ -134,9 +202,28 @@ pub(super) struct Transition {
     pub reason: Reason,
     /// How long the breaker stays open (for transitions to open).
     pub break_for: Option<Duration>,
+    /// When it happened (wall clock, ms).
+    pub at_ms: u64,
+    /// Whether the breaker is `shared`.
+    pub shared: bool,
 }
 
 impl Transition {
+    /// The transition as the feed hears it; automatic transitions happen only without a
+    /// hold.
+    pub fn change(&self, key: &BreakerKey, hold: Option<Hold>, origin: Origin) -> Change {
+        Change {
+            key: key.clone(),
+            to: self.to,
+            reason: self.reason,
+            break_for: self.break_for,
+            hold,
+            at_ms: self.at_ms,
+            origin,
+            shared: self.shared,
+        }
+    }
+
     /// Logs the transition and tells the listener.
     pub fn report(&self, key: &BreakerKey, listener: Option<&Listener>) {
         let upstream = &*key.upstream;

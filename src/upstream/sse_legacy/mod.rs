@@ -275,10 +275,10 @@ impl SseLink {
         if text.trim().is_empty() {
             return;
         }
-        if let Ok(jsonrpc::Message::Response(r)) = jsonrpc::decode(text) {
-            if let Some(pending) = conn.pending.lock().remove(&r.id) {
-                let _ = pending.tx.send(r.body);
-            }
+        if let Ok(jsonrpc::Message::Response(r)) = jsonrpc::decode(text)
+            && let Some(pending) = conn.pending.lock().remove(&r.id)
+        {
+            let _ = pending.tx.send(r.body);
         }
     }
 

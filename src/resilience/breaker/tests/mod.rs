@@ -2,6 +2,7 @@
 
 mod classify;
 mod hold;
+mod remote;
 mod service;
 mod state;
 
@@ -33,6 +34,7 @@ fn cfg() -> BreakerConfig {
         slow_call: Duration::from_millis(100),
         slow_call_rate: 0.5,
         hide_open_tools: false,
+        shared: false,
     }
 }
 
