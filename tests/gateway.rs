@@ -356,6 +356,36 @@ async fn wait_for(remote: &DemoUpstream, pick: impl Fn(&Value) -> Option<Value>)
     panic!("not recorded: {:?}", remote.recorded());
 }
 
+/// A stdio process gets what programs need to run, its `env`, and what `inherit_env`
+/// names of the gateway's environment; never the rest of it (the gateway's credentials).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_process_gets_only_the_environment_it_is_given() {
+    let dir = common::TestDir::new("noisy-env");
+    let record = dir.join("noisy.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/noisy_server.py");
+    let config = format!(
+        "upstreams:\n  - name: noisy\n    command: python3\n    args: [\"{script}\"]\n    env: {{ NOISY_RECORD: \"{}\", GIVEN: \"${{SEAWALL_TEST_GIVEN}}\" }}\n    inherit_env: [SEAWALL_TEST_SHARED]\n",
+        record.display()
+    );
+    let env = [
+        ("SEAWALL_TEST_GIVEN", "g"),
+        ("SEAWALL_TEST_SHARED", "s"),
+        ("SEAWALL_TEST_SECRET", "gateway-credential"),
+        ("AWS_SECRET_ACCESS_KEY", "gateway-credential"),
+    ];
+    let gw = Seawall::start_with(&config, &[], &env).await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    assert_eq!(text_of(&c.call_tool(1, "noisy__echo", json!({"message": "hi"})).await), "hi");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let names: Vec<&str> = recorded["env"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for given in ["PATH", "HOME", "NOISY_RECORD", "GIVEN", "SEAWALL_TEST_SHARED"] {
+        assert!(names.contains(&given), "{given} missing from {names:?}");
+    }
+    for kept in ["SEAWALL_TEST_SECRET", "AWS_SECRET_ACCESS_KEY", "SEAWALL_TEST_GIVEN", "RUST_LOG"] {
+        assert!(!names.contains(&kept), "{kept} reached the process: {names:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noisy_stubborn_stdio_server_is_served_then_stopped_politely_then_killed() {
     let dir = common::TestDir::new("noisy");

@@ -183,6 +183,13 @@ pub struct UpstreamConfig {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(with = "BTreeMap<String, ScalarText>")]
     pub env: BTreeMap<String, String>,
+    /// stdio: variables of the gateway's own environment the process also gets, by name
+    /// (`*` for all of them). It always gets `PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`,
+    /// `TERM`, `TMPDIR`, `TZ`, `LANG` and `LC_*` when they are set, and `env`; nothing
+    /// else of the gateway's environment (its credentials among it) unless named here.
+    /// Default `[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
     /// stdio: working directory of the process. Default: the gateway's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
@@ -281,6 +288,7 @@ impl Default for UpstreamConfig {
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
+            inherit_env: Vec::new(),
             cwd: None,
             share: StdioShare::default(),
             restart: RestartConfig::default(),

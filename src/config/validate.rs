@@ -16,7 +16,8 @@ use super::{
 };
 
 /// Upstream fields that only mean something for a stdio (`command`) upstream.
-const STDIO_ONLY: [&str; 7] = ["args", "env", "cwd", "share", "restart", "shutdown_grace", "max_processes"];
+const STDIO_ONLY: [&str; 8] =
+    ["args", "env", "inherit_env", "cwd", "share", "restart", "shutdown_grace", "max_processes"];
 
 /// Headers the gateway sets itself on upstream requests; a static value would break
 /// framing or sessions.
@@ -312,6 +313,7 @@ fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
     match field {
         "args" => upstream.args.is_empty(),
         "env" => upstream.env.is_empty(),
+        "inherit_env" => upstream.inherit_env.is_empty(),
         "cwd" => upstream.cwd.is_none(),
         "share" => upstream.share == StdioShare::default(),
         "restart" => upstream.restart == RestartConfig::default(),
@@ -323,6 +325,14 @@ fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
 fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &mut Vec<Problem>) {
     if command.is_empty() || command.contains('\0') {
         out.push(Problem::new(at.key("command"), "must be a non-empty program name or path"));
+    }
+    for (i, name) in upstream.inherit_env.iter().enumerate() {
+        if name != "*" && (name.is_empty() || name.contains(['=', '\0'])) {
+            out.push(Problem::new(
+                at.key("inherit_env").index(i),
+                "must be the name of an environment variable (no `=` or NUL), or `*` for all",
+            ));
+        }
     }
     for (i, arg) in upstream.args.iter().enumerate() {
         if arg.contains('\0') {

@@ -1,8 +1,8 @@
 """A stdio MCP server that misbehaves the way real ones do: it prints junk on stdout,
 chatters on stderr, and with --stubborn ignores both the end of stdin and SIGTERM.
 
-It records its pid and the capabilities it was offered at initialize into the JSON file
-named by NOISY_RECORD, so tests can check what the gateway told it and whether the
+It records its pid, the names of its environment variables and the capabilities it was
+offered at initialize into the JSON file named by NOISY_RECORD, so tests can check what the gateway told it and whether the
 process is gone after shutdown. Only the Python standard library is used.
 """
 
@@ -36,7 +36,7 @@ def send(message):
 if stubborn:
     signal.signal(signal.SIGTERM, lambda *_: sys.stderr.write("noisy: ignoring SIGTERM\n"))
 
-record(pid=os.getpid())
+record(pid=os.getpid(), env=sorted(os.environ))
 sys.stdout.write("noisy server starting up (this line is not JSON-RPC)\n")
 sys.stdout.flush()
 sys.stderr.write("noisy: ready\n")

@@ -40,6 +40,8 @@ pub struct StdioUpstream {
     pub args: Vec<String>,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
+    /// Variables of the gateway's environment passed on besides the baseline (`*`: all).
+    pub inherit_env: Vec<String>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
     /// First restart delay.

@@ -136,6 +136,8 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     let up = &link.up;
     let mut cmd = Command::new(&up.program);
     cmd.args(&up.args)
+        .env_clear()
+        .envs(inherited(&up.inherit_env))
         .envs(&up.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -167,6 +169,23 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited)?;
     tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
     Ok((child, proc))
+}
+
+/// Variables of the gateway's environment every stdio process gets when they are set:
+/// what programs need to run (finding others, a home, a locale, a time zone, a place for
+/// temporary files), none of which carries a credential.
+const BASELINE_ENV: [&str; 9] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "TZ", "LANG"];
+
+/// The part of the gateway's own environment a process gets: the baseline, the `LC_*`
+/// locale variables, and those named in `inherit_env` (`*`: all of it).
+fn inherited(names: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let all = names.iter().any(|n| n == "*");
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let Some(name) = name.to_str() else { return all };
+            all || BASELINE_ENV.contains(&name) || name.starts_with("LC_") || names.iter().any(|n| n == name)
+        })
+        .collect()
 }
 
 async fn read_init_answer(
