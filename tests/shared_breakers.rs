@@ -333,3 +333,37 @@ async fn breakers_not_marked_shared_stay_per_replica() {
         assert!(!metrics(gw).await.contains("seawall_breaker_sharing_connected"), "no link without shared breakers");
     }
 }
+
+/// Which upstreams share their breakers follows a reload: a replica whose file stops
+/// marking `remote` as shared no longer follows the other; marked again, it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_decides_which_breakers_a_replica_follows() {
+    let redis = RedisServer::start().await;
+    let demo = DemoUpstream::start(true, &[]).await;
+    let a = Seawall::start(&config(&demo, &redis, true, "60s", "")).await;
+    let b = Seawall::start(&config(&demo, &redis, true, "60s", "")).await;
+    until_connected(&a, true).await;
+    until_connected(&b, true).await;
+    let reload = |gw: &Seawall, yaml: String| {
+        std::fs::write(&gw.config_path, yaml).expect("write config");
+        let url = format!("{}/admin/reload", gw.admin_url);
+        async move {
+            let response = reqwest::Client::new().post(url).send().await.expect("reload");
+            assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+        }
+    };
+
+    reload(&b, config(&demo, &redis, false, "60s", "")).await;
+    let ca = Client::connect(&a.url, json!({})).await;
+    trip(&ca).await;
+    assert_eq!(state(&a, "flaky").await, "open");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(state(&b, "flaky").await, "closed", "B no longer follows A's breakers of remote");
+
+    reload(&b, config(&demo, &redis, true, "60s", "")).await;
+    for id in 0..3 {
+        ca.request(200 + id, "tools/call", json!({"name": "remote__fail", "arguments": {}})).await;
+    }
+    assert_eq!(state(&a, "fail").await, "open");
+    until_state(&b, "fail", "open", WITHIN * 3).await;
+}

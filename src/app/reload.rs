@@ -309,10 +309,24 @@ impl Reloader {
             self.breakers.forget(name);
         }
         let grace = self.in_force.load().shutdown.grace;
+        let (gateway, removed) = (Arc::clone(&self.gateway), removed.to_vec());
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
             while retired.iter().any(|h| h.slots.in_flight() > 0) && started.elapsed() < grace {
                 tokio::time::sleep(RETIRE_POLL).await;
+            }
+            // A session that was opening while the reload ran may have linked to a removed
+            // upstream after the first sweep: sweep once more.
+            let current = gateway.upstreams();
+            for session in gateway.sessions().all() {
+                for name in removed.iter().filter(|n| current.get(n).is_none()) {
+                    if let Some(Slot::Up(link)) = session.take_slot(name) {
+                        link.unsubscribe(session.key);
+                        if !retired.iter().any(|h| &h.name == name && h.is_shared()) {
+                            links.push(link);
+                        }
+                    }
+                }
             }
             futures::future::join_all(links.iter().map(|link| link.close())).await;
             stop_shared(retired.iter().map(|h| &h.connector));
