@@ -68,28 +68,6 @@ impl Api {
     }
 }
 
-/// Waits until seawall's output holds every one of `texts` (its output is read by a
-/// task of its own, so a line may come in a little after what it logs).
-async fn logged(gw: &Seawall, texts: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !texts.iter().all(|t| gw.proc.output().contains(t)) {
-        assert!(Instant::now() < deadline, "the log lacks one of {texts:?}:\n{}", gw.proc.output());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn list_changed(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> bool {
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(message) = stream.recv().await {
-            if message["method"] == "notifications/tools/list_changed" {
-                return;
-            }
-        }
-    })
-    .await
-    .is_ok()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_closed_or_reset() {
     let remote = DemoUpstream::start(true, &[]).await;
@@ -121,7 +99,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     assert_eq!(opened["breaker"]["state"], "open");
     assert_eq!(opened["breaker"]["reason"], "forced_open");
     assert_eq!(opened["breaker"]["forced"], json!({"state": "open", "reason": reason}));
-    assert!(list_changed(&mut stream).await, "clients hear list_changed when the tool is hidden");
+    assert!(common::tools_list_changed(&mut stream).await, "clients hear list_changed when the tool is hidden");
 
     let started = Instant::now();
     let result = c.call_tool(3, "remote__echo", json!({"message": "during"})).await;
@@ -187,7 +165,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     ] {
         assert!(metrics.contains(line), "missing {line} in\n{metrics}");
     }
-    logged(&gw, &["circuit breaker held open by the operator", reason]).await;
+    common::until_logged(&gw, &["circuit breaker held open by the operator", reason]).await;
 
     // Mistakes are answered with what is wrong.
     for (path, expected) in [
@@ -262,7 +240,7 @@ async fn the_admin_api_needs_its_token_and_shows_the_configuration_masked() {
     );
     let gw = Seawall::start(&config).await;
     // Logged on stderr, which may come in after the `listening` lines on stdout.
-    logged(&gw, &["admin API: every request needs the bearer token"]).await;
+    common::until_logged(&gw, &["admin API: every request needs the bearer token"]).await;
 
     for (token, expected) in [(None, 401), (Some("wrong-token-wrong-token-0123"), 401), (Some(TOKEN), 200)] {
         let api = Api::new(&gw, token);

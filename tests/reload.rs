@@ -59,18 +59,6 @@ async fn logged(gw: &Seawall, text: &str, within: Duration) {
     }
 }
 
-async fn list_changed(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> bool {
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(message) = stream.recv().await {
-            if message["method"] == "notifications/tools/list_changed" {
-                return;
-            }
-        }
-    })
-    .await
-    .is_ok()
-}
-
 fn config(remote: &str, tool_call: &str, local: bool, extra: bool) -> String {
     let mut yaml = format!(
         "defaults:\n  timeouts: {{ tool_call: {tool_call} }}\n\
@@ -139,7 +127,7 @@ async fn calls_go_on_through_reloads_that_tighten_timeouts_add_and_remove_upstre
     let (status, answer) = reload(&gw).await;
     assert_eq!(status, 200, "{answer}");
     logged(&gw, "configuration reloaded", Duration::from_secs(5)).await;
-    assert!(list_changed(&mut stream).await, "sessions hear that their tools changed");
+    assert!(common::tools_list_changed(&mut stream).await, "sessions hear that their tools changed");
 
     let listed = tool_names(&c.request(11, "tools/list", json!({})).await);
     assert!(listed.iter().any(|n| n == "extra__echo"), "added: {listed:?}");

@@ -88,18 +88,6 @@ async fn trip(c: &Client) {
     }
 }
 
-async fn list_changed(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> bool {
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(message) = stream.recv().await {
-            if message["method"] == "notifications/tools/list_changed" {
-                return;
-            }
-        }
-    })
-    .await
-    .is_ok()
-}
-
 fn tool_names(reply: &mcp_client::Reply) -> Vec<String> {
     let tools = reply.result()["tools"].as_array().cloned().unwrap_or_default();
     tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
@@ -162,7 +150,7 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     assert_eq!(text_of(&cb.call_tool(3, "remote__echo", json!({"message": "fine"})).await), "fine");
     let listed = tool_names(&cb.request(4, "tools/list", json!({})).await);
     assert!(!listed.contains(&"remote__flaky".to_owned()) && listed.contains(&"remote__echo".to_owned()), "{listed:?}");
-    assert!(list_changed(&mut b_stream).await, "B's clients hear list_changed");
+    assert!(common::tools_list_changed(&mut b_stream).await, "B's clients hear list_changed");
 
     // After the break, A's probe succeeds and closes the breaker; B follows (without a
     // probe of its own, it would be half-open).

@@ -67,16 +67,6 @@ fn watch_readiness(admin_url: &str) -> tokio::task::JoinHandle<Vec<(u16, String)
     })
 }
 
-/// Waits until seawall's output holds every one of `texts` (its output is read by a
-/// task of its own, so the last lines may come in a little after it exits).
-async fn logged(gw: &Seawall, texts: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !texts.iter().all(|t| gw.proc.output().contains(t)) {
-        assert!(Instant::now() < deadline, "the log lacks one of {texts:?}:\n{}", gw.proc.output());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn refuses_connections(url: &str) -> bool {
     let addr = url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
     tokio::net::TcpStream::connect(addr).await.is_err()
@@ -173,7 +163,7 @@ async fn sigterm_drains_calls_in_flight_answers_the_rest_and_stops_every_child()
     }
     let left: Vec<u32> = children.iter().copied().filter(|c| alive(*c)).collect();
     assert!(left.is_empty(), "stdio children still running: {left:?}");
-    logged(&gw, &["shutting down: not ready", "grace period over", "shut down"]).await;
+    common::until_logged(&gw, &["shutting down: not ready", "grace period over", "shut down"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,5 +203,5 @@ async fn the_drain_delay_keeps_serving_while_readiness_fails_and_a_second_signal
     assert!(at.duration_since(second) < Duration::from_secs(2), "answered {:?} after the second signal", at - second);
     let status = gw.stop(Duration::from_secs(10)).await.expect("seawall exits");
     assert!(status.success(), "exit status {status:?}:\n{}", gw.proc.output());
-    logged(&gw, &["second signal"]).await;
+    common::until_logged(&gw, &["second signal"]).await;
 }

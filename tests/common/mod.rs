@@ -99,3 +99,27 @@ impl Drop for TestDir {
         }
     }
 }
+
+/// Whether `stream` (a session's GET stream) carries `notifications/tools/list_changed`
+/// within 5 s.
+pub async fn tools_list_changed(stream: &mut tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>) -> bool {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(message) = stream.recv().await {
+            if message["method"] == "notifications/tools/list_changed" {
+                return;
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// Waits until `gw`'s output holds every one of `texts` (its output is read by a task of
+/// its own, so a line may come in a little after what it logs), 5 s at most.
+pub async fn until_logged(gw: &Seawall, texts: &[&str]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !texts.iter().all(|t| gw.proc.output().contains(t)) {
+        assert!(std::time::Instant::now() < deadline, "the log lacks one of {texts:?}:\n{}", gw.proc.output());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
