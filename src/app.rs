@@ -49,6 +49,7 @@ use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
+use crate::session::sealed::SessionKeys;
 use crate::signals::{Drain, ShutdownSignals};
 use crate::telemetry::access::{AccessLayer, AccessLog};
 use crate::telemetry::trace::layer::RequestSpanLayer;
@@ -293,7 +294,8 @@ impl Core {
         let client = client_stack(Arc::clone(&router), rewriter, &config.limits, layers);
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
-            .with_max_per_principal(config.session.max_sessions_per_principal);
+            .with_max_per_principal(config.session.max_sessions_per_principal)
+            .with_keys(Arc::new(SessionKeys::from_config(&config.session)?));
         let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
         Ok(Core { gateway, upstreams, breakers, transitions, metrics, drain })
     }
