@@ -160,6 +160,17 @@ mod tests {
     }
 
     #[test]
+    fn bad_material_is_a_config_error_with_its_line() {
+        let text = "listen: 127.0.0.1:0\nsession:\n  idle_timeout: 5m\n  key: \"${SHORT_KEY}\"\n";
+        let lookup = |name: &str| (name == "SHORT_KEY").then(|| "c2hvcnQ=".to_owned());
+        let err = crate::config::Config::parse_with_env(text, "gw.yaml", &lookup).unwrap_err().to_string();
+        assert!(err.contains("gw.yaml:4: session.key: decodes to 5 bytes, not 32"), "{err}");
+        assert!(!err.contains("c2hvcnQ"), "{err}");
+        let unset = crate::config::Config::parse_with_env(text, "gw.yaml", &|_| None).unwrap_err().to_string();
+        assert!(unset.contains("gw.yaml:4: session.key: environment variable SHORT_KEY is not set"), "{unset}");
+    }
+
+    #[test]
     fn key_files_hold_one_key_or_one_per_line() {
         let dir = std::env::temp_dir().join(format!("seawall-session-key-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
