@@ -1,6 +1,7 @@
 //! Sealed session ids through the real binary: replicas that share `session.key` serve
 //! any legacy session request by request — tools, progress, a server request answered
-//! on the other replica — while ids that do not open (tampered, forged, of another key,
+//! on the other replica, the official Python SDK client behind a round-robin nginx —
+//! while ids that do not open (tampered, forged, of another key,
 //! expired) are unknown sessions everywhere, a rotated key still opens the old ids, a
 //! keyless process serves its own sessions only, a resumed session still belongs to its
 //! principal and counts against the caps, and an upstream session that is gone is
@@ -13,7 +14,7 @@ mod mcp_client;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{DemoUpstream, Seawall, TestDir, Upstream, config_yaml};
+use common::{DemoUpstream, Interop, Nginx, Seawall, TestDir, Upstream, config_yaml, run_script};
 use mcp_client::{Client, Reply};
 use serde_json::{Value, json};
 
@@ -39,11 +40,14 @@ fn session_yaml(settings: &str) -> String {
 }
 
 async fn replicas(demo: &DemoUpstream, extra: &str) -> Replicas {
+    replicas_of(&[Upstream::http("remote", &demo.url)], extra).await
+}
+
+async fn replicas_of(upstreams: &[Upstream], extra: &str) -> Replicas {
     let keys = TestDir::new("session-keys");
     let key_file = keys.write("session.key", &format!("{KEY}\n"));
-    let upstreams = [Upstream::http("remote", &demo.url)];
-    let a = config_yaml(&upstreams, &format!("{}{extra}", session_yaml(&format!("key_file: {:?}", key_file))));
-    let b = config_yaml(&upstreams, &format!("{}{extra}", session_yaml("key: \"${SEAWALL_TEST_SESSION_KEY}\"")));
+    let a = config_yaml(upstreams, &format!("{}{extra}", session_yaml(&format!("key_file: {:?}", key_file))));
+    let b = config_yaml(upstreams, &format!("{}{extra}", session_yaml("key: \"${SEAWALL_TEST_SESSION_KEY}\"")));
     let (a, b) = tokio::join!(Seawall::start(&a), Seawall::start_with(&b, &[], &[("SEAWALL_TEST_SESSION_KEY", KEY)]));
     Replicas { a, b, _keys: keys }
 }
@@ -303,4 +307,33 @@ async fn concurrent_first_requests_on_a_replica_resume_one_session() {
     }
     let ready = Client::get_json(&format!("{}/readyz", replicas.b.admin_url)).await;
     assert_eq!(ready["sessions"], 1, "one local session on B: {ready}");
+}
+
+/// The official Python SDK client (tests/interop/python/client_test.py, every check)
+/// through nginx, which sends each request to the next of two replicas as a Kubernetes
+/// Service may, with the demo upstream over HTTP: its session is re-attached by
+/// whichever replica a request reaches. (A stdio child is one per replica: a server
+/// request it makes is answered only when the answer reaches the replica that asked.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_through_a_round_robin_over_two_replicas() {
+    let interop = Interop::from_env();
+    let demo = DemoUpstream::start(false, &[]).await;
+    let replicas = replicas(&demo, "").await;
+    let roots = [replicas.a.url.trim_end_matches("/mcp"), replicas.b.url.trim_end_matches("/mcp")];
+    let nginx = Nginx::round_robin(&roots).await;
+
+    let script = interop.path("python/client_test.py");
+    let url = format!("{}/mcp", nginx.url);
+    let cmd = interop.python_command([
+        script.as_os_str(),
+        url.as_ref(),
+        "--stdio-upstream".as_ref(),
+        "remote".as_ref(),
+        "--http-upstream".as_ref(),
+        "remote".as_ref(),
+    ]);
+    run_script("python client", cmd, Duration::from_secs(150))
+        .await
+        .assert_success("python SDK client through nginx over two replicas");
+    assert_eq!(upstream_requests(&demo, "initialize").await, 1, "one upstream session for both replicas");
 }

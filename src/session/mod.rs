@@ -408,6 +408,10 @@ impl Session {
         let keys = self.keys.get()?;
         let text: String = serde_json::from_str(id.as_json()).ok()?;
         let route = keys.open_request(self.id(), text.strip_prefix(SERVER_REQUEST_PREFIX)?)?;
+        // Relayed by another replica (or before this one let the session go): a process of
+        // this replica's own never made it, so only an upstream session both share can
+        // take the answer.
+        tracing::debug!(session = self.key, upstream = %route.upstream, "an answer to a server request relayed elsewhere");
         ServerRequest::from_sealed(route)
     }
 
