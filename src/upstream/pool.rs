@@ -561,6 +561,25 @@ mod tests {
         assert_eq!(pool(1).eject(0), Err(EjectError::LastEndpoint(0)));
     }
 
+    #[tokio::test]
+    async fn a_pool_link_re_attaches_to_the_endpoint_sessions_it_is_given() {
+        let pool = Arc::new(pool(3));
+        let held = AttachedSession {
+            endpoint: Some(2),
+            session_id: "session-on-2".into(),
+            version: "2025-06-18".into(),
+            capabilities: vec!["tools".into(), "prompts".into()],
+        };
+        let elsewhere = AttachedSession { endpoint: Some(7), ..held.clone() };
+        let link = PoolLink::attach(Arc::clone(&pool), InitParams::gateway_own(), &[held.clone(), elsewhere.clone()])
+            .expect("one session fits the pool");
+        assert_eq!(Transport::attached(&*link), vec![held], "only endpoints of this pool are attached");
+        let init = link.init_result().expect("the capabilities the id carried");
+        assert!(init.has("tools") && init.has("prompts") && !init.has("resources"));
+        assert_eq!(init.protocol_version, "2025-06-18");
+        assert!(PoolLink::attach(pool, InitParams::gateway_own(), &[elsewhere]).is_none(), "nothing fits");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_ejected_endpoint_that_answers_is_restored_at_once() {
         let p = pool(2);
