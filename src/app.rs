@@ -53,6 +53,7 @@ use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
 use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
+use crate::session::sealed::SessionKeys;
 use crate::signals::{Drain, Hangups, ShutdownSignals};
 use crate::telemetry::access::{AccessLayer, AccessLog};
 use crate::telemetry::trace::layer::RequestSpanLayer;
@@ -373,7 +374,8 @@ impl Core {
         let Routing { router, client } = routing(config, Arc::clone(&upstreams), &breakers, &parts, layers.clone());
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
-            .with_max_per_principal(config.session.max_sessions_per_principal);
+            .with_max_per_principal(config.session.max_sessions_per_principal)
+            .with_keys(Arc::new(SessionKeys::from_config(&config.session)?));
         let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
         let (reloads, requests) = crate::control::channel();
         let config = Arc::new(ArcSwap::from_pointee(config.clone()));

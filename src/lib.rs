@@ -27,6 +27,8 @@ pub mod resilience;
 pub(crate) mod routing;
 pub mod sanitize;
 pub(crate) mod session;
+#[doc(hidden)] // public for the fuzz targets in fuzz/
+pub use session::sealed;
 mod signals;
 pub mod sse;
 pub mod telemetry;

@@ -3,7 +3,8 @@
 //!   its health with `seawall health`, which works against a real admin listener;
 //! * the Kubernetes base and its Redis overlay render with `kubectl kustomize`, pass
 //!   `kubernetes-validate --strict` (the Kubernetes schemas, offline), and hang together
-//!   (probes on the admin port, selectors, the generated ConfigMap, the Redis Service);
+//!   (probes on the admin port, selectors, the generated ConfigMap, the session key's
+//!   Secret mounted where the config reads it, no client affinity, the Redis Service);
 //! * `deploy/compose.yaml` mounts files that exist and names services that exist (no
 //!   `docker compose` here to run `config`), its Prometheus config passes `promtool
 //!   check config` with the files laid out as the compose mounts them, and Grafana and
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use base64::Engine as _;
 use common::{Interop, Seawall, TestDir, Upstream, config_yaml, prometheus_binary, seawall_bin};
 use seawall::config::Config;
 use serde_json::Value;
@@ -128,14 +130,40 @@ async fn seawall_health_exits_zero_only_for_a_healthy_admin_listener() {
 // Kubernetes
 // ---------------------------------------------------------------------------------------
 
-/// `kubectl kustomize DIR`, as YAML documents; where kubectl is missing, the same
+/// `deploy/kubernetes` as an operator has it before the first apply: a copy, with the
+/// base's session key made as its kustomization says (`openssl rand -base64 32 >
+/// base/session.key`; the file is never in the repository).
+fn prepared_kubernetes() -> TestDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+            let path = entry.path();
+            let target = to.join(entry.file_name());
+            if path.is_dir() {
+                copy(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap_or_else(|e| panic!("copy {}: {e}", path.display()));
+            }
+        }
+    }
+    let dir = TestDir::new("kubernetes");
+    copy(&repo().join("deploy/kubernetes"), dir.path());
+    let key = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
+    dir.write("base/session.key", &format!("{key}\n"));
+    dir
+}
+
+/// `kubectl kustomize DIR` (a directory under `deploy/kubernetes/`, rendered in a
+/// [`prepared_kubernetes`] copy), as YAML documents; where kubectl is missing, the same
 /// rendering of the features these kustomizations use (see [`render`]).
 fn kustomize(dir: &str) -> (String, Vec<Value>) {
-    let out = match Command::new("kubectl").arg("kustomize").arg(repo().join(dir)).output() {
+    let copy = prepared_kubernetes();
+    let path = copy.path().join(dir.strip_prefix("deploy/kubernetes/").expect("a directory of deploy/kubernetes"));
+    let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("kubectl is not installed: rendering {dir} with the test's own kustomize subset");
-            let docs = render(&repo().join(dir));
+            let docs = render(&path);
             // JSON is YAML, and keeps numbers numbers.
             let text = docs.iter().map(|d| serde_json::to_string(d).expect("JSON")).collect::<Vec<_>>().join("\n---\n");
             return (text, docs);
@@ -151,7 +179,8 @@ fn kustomize(dir: &str) -> (String, Vec<Value>) {
 /// What kustomize makes of `dir`, for the features these kustomizations use:
 /// `resources` (files and other kustomizations), `configMapGenerator` (names with a
 /// hash of the content, `behavior: replace`, references from volumes renamed),
-/// `labels` with `includeSelectors`, and `images`.
+/// `secretGenerator` (the same, `files` as `key=file`, data in base64), `labels` with
+/// `includeSelectors`, and `images`.
 fn render(dir: &Path) -> Vec<Value> {
     let k =
         yaml(&std::fs::read_to_string(dir.join("kustomization.yaml")).expect("kustomization.yaml"), "kustomization");
@@ -166,48 +195,10 @@ fn render(dir: &Path) -> Vec<Value> {
         }
     }
     for generator in k["configMapGenerator"].as_array().into_iter().flatten() {
-        let name = generator["name"].as_str().expect("a generator name");
-        let mut data = serde_json::Map::new();
-        for file in generator["files"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-            let text = std::fs::read_to_string(dir.join(file)).expect("a generator file");
-            data.insert(file.to_owned(), Value::String(text));
-        }
-        let hash = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_string(&data).expect("JSON").hash(&mut h);
-            format!("{:010x}", h.finish() & 0xff_ffff_ffff)
-        };
-        let generated = format!("{name}-{hash}");
-        let generated_from = |d: &Value| {
-            d["kind"] == "ConfigMap"
-                && d["metadata"]["name"].as_str().is_some_and(|n| n.starts_with(&format!("{name}-")))
-        };
-        // A replaced ConfigMap keeps what the base's kustomization gave it (its labels).
-        let mut labels = Value::Null;
-        if generator["behavior"] == "replace" {
-            if let Some(old) = docs.iter().find(|d| generated_from(d)) {
-                labels = old["metadata"]["labels"].clone();
-            }
-            docs.retain(|d| !generated_from(d));
-        }
-        for doc in &mut docs {
-            // `pointer_mut`, not indexing: indexing would add the keys it does not find.
-            let volumes = doc.pointer_mut("/spec/template/spec/volumes").and_then(Value::as_array_mut);
-            for volume in volumes.into_iter().flatten() {
-                let old = volume["configMap"]["name"].as_str().map(str::to_owned);
-                if old.as_deref() == Some(name) || old.as_deref().is_some_and(|o| o.starts_with(&format!("{name}-"))) {
-                    volume["configMap"]["name"] = Value::String(generated.clone());
-                }
-            }
-        }
-        let mut map = serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": generated }, "data": data
-        });
-        if !labels.is_null() {
-            map["metadata"]["labels"] = labels;
-        }
-        docs.push(map);
+        generate(dir, generator, "ConfigMap", &mut docs);
+    }
+    for generator in k["secretGenerator"].as_array().into_iter().flatten() {
+        generate(dir, generator, "Secret", &mut docs);
     }
     for labels in k["labels"].as_array().into_iter().flatten() {
         let pairs = labels["pairs"].as_object().expect("label pairs");
@@ -252,6 +243,64 @@ fn render(dir: &Path) -> Vec<Value> {
     docs
 }
 
+/// One `configMapGenerator` (`kind` ConfigMap) or `secretGenerator` (`kind` Secret)
+/// entry of the kustomization in `dir`, applied to `docs`.
+fn generate(dir: &Path, generator: &Value, kind: &str, docs: &mut Vec<Value>) {
+    let name = generator["name"].as_str().expect("a generator name");
+    let mut data = serde_json::Map::new();
+    for file in generator["files"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        let (key, file) = file.split_once('=').unwrap_or((file, file));
+        let text = std::fs::read_to_string(dir.join(file)).expect("a generator file");
+        let value = match kind {
+            "Secret" => base64::engine::general_purpose::STANDARD.encode(text),
+            _ => text,
+        };
+        data.insert(key.to_owned(), Value::String(value));
+    }
+    let hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        serde_json::to_string(&data).expect("JSON").hash(&mut h);
+        format!("{:010x}", h.finish() & 0xff_ffff_ffff)
+    };
+    let generated = format!("{name}-{hash}");
+    let generated_from = |d: &Value| {
+        d["kind"] == kind && d["metadata"]["name"].as_str().is_some_and(|n| n.starts_with(&format!("{name}-")))
+    };
+    // A replaced one keeps what the base's kustomization gave it (its labels).
+    let mut labels = Value::Null;
+    if generator["behavior"] == "replace" {
+        if let Some(old) = docs.iter().find(|d| generated_from(d)) {
+            labels = old["metadata"]["labels"].clone();
+        }
+        docs.retain(|d| !generated_from(d));
+    }
+    let (source, field) = match kind {
+        "Secret" => ("secret", "secretName"),
+        _ => ("configMap", "name"),
+    };
+    for doc in docs.iter_mut() {
+        // `pointer_mut`, not indexing: indexing would add the keys it does not find.
+        let volumes = doc.pointer_mut("/spec/template/spec/volumes").and_then(Value::as_array_mut);
+        for volume in volumes.into_iter().flatten() {
+            let old = volume[source][field].as_str().map(str::to_owned);
+            if old.as_deref() == Some(name) || old.as_deref().is_some_and(|o| o.starts_with(&format!("{name}-"))) {
+                volume[source][field] = Value::String(generated.clone());
+            }
+        }
+    }
+    let mut made = serde_json::json!({
+        "apiVersion": "v1", "kind": kind, "metadata": { "name": generated }, "data": data
+    });
+    if kind == "Secret" {
+        made["type"] = Value::String("Opaque".into());
+    }
+    if !labels.is_null() {
+        made["metadata"]["labels"] = labels;
+    }
+    docs.push(made);
+}
+
 #[test]
 fn the_own_kustomize_subset_renders_what_kubectl_renders() {
     if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
@@ -260,15 +309,16 @@ fn the_own_kustomize_subset_renders_what_kubectl_renders() {
     }
     for dir in ["deploy/kubernetes/base", "deploy/kubernetes/overlays/redis"] {
         let (_, by_kubectl) = kustomize(dir);
-        let ours = render(&repo().join(dir));
+        let copy = prepared_kubernetes();
+        let ours = render(&copy.path().join(dir.strip_prefix("deploy/kubernetes/").expect("under deploy/kubernetes")));
         let shape = |docs: &[Value]| {
             let mut shape: Vec<String> = docs
                 .iter()
                 .map(|d| {
                     let name = d["metadata"]["name"].as_str().unwrap_or("?");
                     // Generated names differ in their hash only.
-                    let name =
-                        if d["kind"] == "ConfigMap" { name.rsplit_once('-').map_or(name, |(n, _)| n) } else { name };
+                    let generated = d["kind"] == "ConfigMap" || d["kind"] == "Secret";
+                    let name = if generated { name.rsplit_once('-').map_or(name, |(n, _)| n) } else { name };
                     let labels: BTreeMap<String, Value> =
                         serde_json::from_value(d["metadata"]["labels"].clone()).unwrap_or_default();
                     format!("{}/{name} {labels:?}", d["kind"].as_str().unwrap_or("?"))
@@ -353,7 +403,29 @@ fn check_gateway(docs: &[Value], what: &str) -> Config {
     let mount_path = mount.and_then(|m| m["mountPath"].as_str()).expect("the config mount");
     let key = config_path.strip_prefix(&format!("{mount_path}/")).expect("--config inside the config mount");
     let text = find(docs, "ConfigMap", map_name)["data"][key].as_str().expect("the config in the ConfigMap");
-    let config = seawall_config(text, &format!("{what}: ConfigMap {map_name}"));
+
+    // The session key: a generated Secret, mounted where `session.key_file` reads it.
+    let key_volume = pod["spec"]["volumes"].as_array().and_then(|v| v.iter().find(|v| v["secret"].is_object()));
+    let secret_name = key_volume.and_then(|v| v["secret"]["secretName"].as_str()).expect("a Secret volume");
+    assert!(secret_name.starts_with("seawall-session-key-"), "{what}: a generated (hashed) name, got {secret_name}");
+    let secret = find(docs, "Secret", secret_name);
+    let key_mount = container["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| Some(&m["name"]) == key_volume.map(|v| &v["name"])))
+        .expect("the Secret is mounted");
+    assert_eq!(key_mount["readOnly"], true, "{what}: the key is mounted read-only");
+    let key_file = yaml(text, "the gateway config")["session"]["key_file"].as_str().map(str::to_owned);
+    let key_file = key_file.expect("session.key_file in the gateway config");
+    let mount_path = key_mount["mountPath"].as_str().expect("mountPath");
+    let item = key_file.strip_prefix(&format!("{mount_path}/")).expect("session.key_file inside the Secret's mount");
+    let encoded = secret["data"][item].as_str().unwrap_or_else(|| panic!("{what}: no {item} in the Secret"));
+    let key = base64::engine::general_purpose::STANDARD.decode(encoded).expect("Secret data is base64");
+    // The config as a pod reads it: the key file where the Secret puts it.
+    let here = TestDir::new("session-key");
+    let local = here.write("session-key", std::str::from_utf8(&key).expect("a text key"));
+    let text = text.replace(&key_file, &local.display().to_string());
+    let config = seawall_config(&text, &format!("{what}: ConfigMap {map_name}"));
+    assert!(config.session.key_material().is_ok_and(|m| m.current.is_some()), "{what}: the key seals session ids");
     assert_eq!(Some(u64::from(config.listen.port())), port("mcp"), "{what}: listen vs the mcp port");
     let admin = config.admin_listen.map(|a| u64::from(a.port()));
     assert_eq!(admin, port("admin"), "{what}: admin_listen vs the admin port");
@@ -378,8 +450,8 @@ fn the_kubernetes_base_renders_and_validates() {
     let (text, docs) = kustomize("deploy/kubernetes/base");
     kubernetes_validate(&text, "deploy/kubernetes/base");
     let config = check_gateway(&docs, "deploy/kubernetes/base");
-    assert_eq!(docs.len(), 5, "{:?}", kinds(&docs));
-    assert!(!docs.iter().any(|d| d["kind"] == "Secret"), "no Secret until the gateway reads a session key");
+    assert_eq!(docs.len(), 6, "{:?}", kinds(&docs));
+    assert_eq!(docs.iter().filter(|d| d["kind"] == "Secret").count(), 1, "the session key's Secret");
     assert!(config.upstream("demo").is_some());
 }
 

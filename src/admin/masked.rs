@@ -144,6 +144,9 @@ auth:
       sha256: "0000000000000000000000000000000000000000000000000000000000000000"
 rate_limits:
   backend: "redis://:hunter2-redis@cache.internal:6379/0"
+session:
+  key: "c2Vzc2lvbi1rZXktc2Vzc2lvbi1rZXktc2Vzc2lvbi0="
+  previous_keys: ["b2xkLWtleS1vbGQta2V5LW9sZC1rZXktb2xkLWtleS0="]
 tracing:
   endpoint: "https://otel-user:otel-pass@collector.example/v1/traces"
   headers: { x-honeycomb-team: hc-secret-value }
@@ -165,6 +168,8 @@ upstreams:
             "sk-live-0123456789abcdef",
             "0000000000",
             "hunter2-redis",
+            "c2Vzc2lvbi1rZXkt",
+            "b2xkLWtleS1vbGQt",
             "otel-user",
             "otel-pass",
             "hc-secret-value",
@@ -186,6 +191,8 @@ upstreams:
         assert_eq!(shown["auth"]["api_keys"][0]["scopes"][0], "read");
         assert_eq!(shown["auth"]["api_keys"][0]["key"], MASK);
         assert_eq!(shown["admin"]["token"], MASK);
+        assert_eq!(shown["session"]["key"], MASK);
+        assert_eq!(shown["session"]["previous_keys"][0], MASK);
         assert_eq!(shown["rate_limits"]["backend"], "redis://:***@cache.internal:6379/0");
         assert_eq!(shown["rate_limits"]["key_prefix"], "seawall:rl:");
         let search = &shown["upstreams"][0];

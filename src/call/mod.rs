@@ -24,12 +24,16 @@ pub use answer::{Answer, Health, Reply};
 pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventSink, Tagged, UpstreamEvent};
 pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
-pub use request::{BoxFuture, CallTrace, Link, Transport, UpstreamCall};
+pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
 pub use transport::{CallFuture, SendAttempt, UpstreamService};
 
-/// A fresh upstream request id; ids are never reused in the life of the process.
+/// A fresh upstream request id; ids are never reused in the life of the process. They
+/// count up from a random start below 2^40, so that replicas re-attached to one upstream
+/// session send different ids, and stay far below 2^53 for peers that read numbers as
+/// doubles.
 pub fn fresh_id() -> crate::jsonrpc::Id {
+    use std::sync::LazyLock;
     use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    static NEXT_ID: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1 + rand::random_range(0..1u64 << 40)));
     crate::jsonrpc::Id::number(NEXT_ID.fetch_add(1, Ordering::Relaxed))
 }

@@ -140,6 +140,33 @@ pub trait Transport: Send + Sync {
 
     /// Ends the upstream session (HTTP DELETE) or stops the process.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// The upstream sessions behind the link that another process may re-attach to (for
+    /// a sealed session id); none for a link bound to this process (a child process, an
+    /// event stream, a modern upstream, which has no session).
+    fn attached(&self) -> Vec<AttachedSession> {
+        Vec::new()
+    }
+
+    /// Lets go of the link while other replicas may still use its upstream sessions: its
+    /// streams stop, the upstream sessions stay. A link bound to this process closes.
+    fn detach(&self) -> BoxFuture<'_, ()> {
+        self.close()
+    }
+}
+
+/// An upstream session that another process can re-attach to by its id alone: a
+/// Streamable HTTP session of the session era.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachedSession {
+    /// Which endpoint holds it, for replicated upstreams.
+    pub endpoint: Option<u16>,
+    /// The upstream's `Mcp-Session-Id`.
+    pub session_id: String,
+    /// The version it negotiated (sent as `MCP-Protocol-Version`).
+    pub version: String,
+    /// The names of the capabilities the upstream declared.
+    pub capabilities: Vec<String>,
 }
 
 /// A shared link to an upstream.

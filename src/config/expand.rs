@@ -1,6 +1,7 @@
-//! `${VAR}` expansion in upstream `env` and `headers` values, in `tracing.headers` and in
-//! the API keys of `auth.api_keys` and `admin.token`, done once at load so a missing
-//! secret is a config error rather than a request failure.
+//! `${VAR}` expansion in upstream `env` and `headers` values, in `tracing.headers`, in
+//! the API keys of `auth.api_keys`, `admin.token` and the session keys (`session.key`,
+//! `session.previous_keys`), done once at load so a missing secret is a config error
+//! rather than a request failure.
 //!
 //! Syntax: `${NAME}` is replaced by the variable's value (NAME is `[A-Za-z_][A-Za-z0-9_]*`),
 //! `$$` is a literal `$`, and any other `$` is kept as is.
@@ -9,7 +10,7 @@ use super::Config;
 use super::locate::{FieldPath, Problem};
 
 /// Expands every `env` and `headers` value of every upstream, every `tracing.headers`
-/// value and `admin.token`, in place, looking variables up with `lookup`; returns one
+/// value, `admin.token` and the session keys, in place, looking variables up with `lookup`; returns one
 /// problem per value that cannot be expanded.
 pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Problem> {
     let mut problems = Vec::new();
@@ -17,6 +18,19 @@ pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option
         match expand(token, lookup) {
             Ok(expanded) => *token = expanded,
             Err(message) => problems.push(Problem::new(FieldPath::root().key("admin").key("token"), message)),
+        }
+    }
+    let session = FieldPath::root().key("session");
+    if let Some(key) = config.session.key.as_mut() {
+        match expand(key, lookup) {
+            Ok(expanded) => *key = expanded,
+            Err(message) => problems.push(Problem::new(session.key("key"), message)),
+        }
+    }
+    for (i, key) in config.session.previous_keys.iter_mut().enumerate() {
+        match expand(key, lookup) {
+            Ok(expanded) => *key = expanded,
+            Err(message) => problems.push(Problem::new(session.key("previous_keys").index(i), message)),
         }
     }
     let at = FieldPath::root().key("tracing").key("headers");

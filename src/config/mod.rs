@@ -26,6 +26,7 @@ mod operations;
 mod rate_limit;
 mod resilience;
 mod schema;
+mod session_key;
 mod trace;
 mod types;
 mod upstream;
@@ -49,6 +50,7 @@ pub use resilience::{
     RetryOverrides, ToolConfig,
 };
 pub use schema::json_schema;
+pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{

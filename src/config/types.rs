@@ -198,6 +198,28 @@ pub struct SessionConfig {
     /// What each SSE stream towards a Streamable HTTP client keeps for a client that
     /// reconnects with `Last-Event-ID`.
     pub replay_buffer: ReplayBufferConfig,
+    /// The key that seals legacy session ids, the same on every replica so that any of
+    /// them resumes any session: 32 bytes in base64 (standard or URL-safe alphabet,
+    /// padding optional), e.g. from `openssl rand -base64 32`; `${VAR}` is expanded.
+    /// At most one of `key` and `key_file`. Default: none — each process draws a key of
+    /// its own, and a session is served only by the process that opened it.
+    pub key: Option<String>,
+    /// A file holding the key, encoded as for `key` (surrounding whitespace ignored),
+    /// e.g. a mounted Kubernetes Secret; read at start, a relative path from the working
+    /// directory. Default: none.
+    pub key_file: Option<std::path::PathBuf>,
+    /// Keys that sealed ids still to be accepted after a rotation, encoded as for `key`
+    /// (`${VAR}` expanded); ids are sealed with `key` only. Needs `key` or `key_file`.
+    /// Default `[]`.
+    pub previous_keys: Vec<String>,
+    /// A file of previous keys, one per line (blank lines ignored). Default: none.
+    pub previous_key_file: Option<std::path::PathBuf>,
+    /// How long after its `initialize` a session id opens on a replica that does not hold
+    /// the session (duration): a replica holding it keeps serving it while it is used,
+    /// and a DELETEd session may be resumed on another replica until then. Default `24h`.
+    #[schemars(with = "HumanDuration")]
+    #[serde(with = "humantime_serde")]
+    pub id_lifetime: Duration,
 }
 
 impl Default for SessionConfig {
@@ -208,6 +230,11 @@ impl Default for SessionConfig {
             max_sessions_per_peer: 256,
             max_sessions_per_principal: 0,
             replay_buffer: ReplayBufferConfig::default(),
+            key: None,
+            key_file: None,
+            previous_keys: Vec::new(),
+            previous_key_file: None,
+            id_lifetime: Duration::from_secs(24 * 60 * 60),
         }
     }
 }

@@ -38,6 +38,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     let separator_ok = check_separator(&config.name_separator, &mut out);
     check_listeners(config.listen, config.admin_listen, &mut out);
     check_limits(config, &mut out);
+    super::session_key::check_session_keys(&config.session, &mut out);
     check_security(config, &mut out);
     super::auth::check_auth(config.auth.as_ref(), &mut out);
     super::operations::check_operations(&config.admin, &config.shutdown, &mut out);
@@ -65,6 +66,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
 fn check_limits(config: &Config, out: &mut Vec<Problem>) {
     let session = FieldPath::root().key("session");
     positive(&session.key("idle_timeout"), config.session.idle_timeout, out);
+    positive(&session.key("id_lifetime"), config.session.id_lifetime, out);
     nonzero(&session.key("max_sessions"), config.session.max_sessions, out);
     let replay = session.key("replay_buffer");
     nonzero(&replay.key("messages"), config.session.replay_buffer.messages, out);

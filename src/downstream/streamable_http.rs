@@ -18,7 +18,7 @@ use super::http::{
     read_body,
 };
 use super::refusal::Refusal;
-use crate::gateway::InitError;
+use crate::gateway::{InitError, NoSession};
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
 use crate::session::{Front, Scope, Session};
@@ -86,7 +86,7 @@ async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Respon
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
             let mut resp = json_response(StatusCode::OK, body);
-            if let Ok(v) = HeaderValue::from_str(&session.id) {
+            if let Ok(v) = HeaderValue::from_str(session.id()) {
                 resp.headers_mut().insert(SESSION_HEADER, v);
             }
             resp
@@ -103,8 +103,10 @@ async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Respon
     }
 }
 
-/// Finds the session a request names, with the spec's status codes when it cannot. A
-/// session opened by another principal is not found: its existence is not revealed.
+/// Finds the session a request names — live here, or resumed from its sealed id — with
+/// the spec's status codes when it cannot. A session opened by another principal is not
+/// found: its existence is not revealed. A session that would be resumed past a session
+/// cap is refused as `initialize` would be.
 fn session_for(cx: &Cx<'_>, scope: &Scope) -> Result<Arc<Session>, Refusal> {
     let headers = &cx.headers;
     if let Some(version) = headers.get(VERSION_HEADER)
@@ -115,9 +117,15 @@ fn session_for(cx: &Cx<'_>, scope: &Scope) -> Result<Arc<Session>, Refusal> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(Refusal::SessionRequired);
     };
-    match cx.st.gateway.session(id) {
-        Some(session) if &session.scope == scope && session.admits(cx.principal.as_deref()) => Ok(session),
-        _ => Err(Refusal::SessionNotFound),
+    let peer = cx.info.peer.map(|p| p.ip());
+    match cx.st.gateway.find_session(id, scope, peer, cx.principal.as_ref()) {
+        Ok(session) => Ok(session),
+        Err(NoSession::NotFound) => Err(Refusal::SessionNotFound),
+        Err(NoSession::Full(full)) => {
+            tracing::debug!(peer = ?peer, cap = ?full.cap, limit = full.limit, "refused to resume a session: the session table is full");
+            crate::telemetry::metrics::load_shed("sessions");
+            Err(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER })
+        }
     }
 }
 

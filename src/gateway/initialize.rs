@@ -156,12 +156,13 @@ impl Gateway {
                         Some(Slot::Down(reason)) => reason,
                         _ => "not configured".into(),
                     };
-                    self.close_session(&session).await;
+                    self.close_session(&session, super::Leaving::Ended).await;
                     return Err(InitError::Failed(GatewayError::Unavailable { upstream: Arc::clone(name), reason }));
                 }
             },
             Scope::Aggregate => merged_init(&session, &version),
         };
+        self.seal_id(&session);
         self.sessions.insert_reserved(reservation, Arc::clone(&session));
         tracing::info!(session = session.key, scope = ?scope, version = %version, "session opened");
         Ok((session, result))

@@ -3,6 +3,7 @@
 
 mod initialize;
 mod modern;
+mod resume;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +27,8 @@ use crate::upstream::registry::Upstreams;
 
 pub use initialize::InitError;
 pub(crate) use modern::{ModernAnswer, ModernRequest};
+use resume::Leaving;
+pub(crate) use resume::NoSession;
 
 /// The gateway core.
 pub struct Gateway {
@@ -102,11 +105,6 @@ impl Gateway {
     /// The session table.
     pub fn sessions(&self) -> &SessionTable {
         &self.sessions
-    }
-
-    /// Looks a session up.
-    pub fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.sessions.get(id)
     }
 
     /// Handles one client request and returns the encoded response. Related messages
@@ -243,20 +241,23 @@ impl Gateway {
 
     /// Ends a session (client DELETE or idle expiry): closes its own upstream sessions.
     pub async fn end_session(&self, session: &Arc<Session>) {
-        self.sessions.remove(&session.id);
-        self.close_session(session).await;
+        self.sessions.end(session.id());
+        self.close_session(session, Leaving::Ended).await;
         tracing::info!(session = session.key, "session closed");
     }
 
-    async fn close_session(&self, session: &Arc<Session>) {
+    async fn close_session(&self, session: &Arc<Session>, leaving: Leaving) {
         session.stop();
+        let keep = self.keeps_upstream_sessions(session, leaving);
         let closes = session.take_slots().into_iter().filter_map(|(name, slot)| {
             let Slot::Up(link) = slot else { return None };
             link.unsubscribe(session.key);
             let shared = self.upstreams().get(&name).is_some_and(|h| h.is_shared());
             (!shared).then_some(link)
         });
-        futures::future::join_all(closes.map(|link: Link| async move { link.close().await })).await;
+        let closing =
+            closes.map(|link: Link| async move { if keep { link.detach().await } else { link.close().await } });
+        futures::future::join_all(closing).await;
     }
 
     /// The error rewriter in force.
@@ -288,14 +289,14 @@ impl Gateway {
         let reaped = self.sessions.reap_idle();
         for session in reaped {
             tracing::info!(session = session.key, "session expired");
-            self.close_session(&session).await;
+            self.close_session(&session, Leaving::Left).await;
         }
     }
 
     /// Ends every session (shutdown).
     pub async fn shutdown(&self) {
         let sessions = self.sessions.drain();
-        futures::future::join_all(sessions.iter().map(|s| self.close_session(s))).await;
+        futures::future::join_all(sessions.iter().map(|s| self.close_session(s, Leaving::Left))).await;
     }
 }
 

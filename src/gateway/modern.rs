@@ -625,11 +625,11 @@ impl Gateway {
         if let Scope::Single(name) = &scope
             && let Some(Slot::Down(reason)) = session.slot(name)
         {
-            self.close_session(&session).await;
+            self.close_session(&session, super::Leaving::Ended).await;
             return Err(GatewayError::Unavailable { upstream: Arc::clone(name), reason });
         }
         if let Some(existing) = self.contexts.insert(key.clone(), &session) {
-            self.close_session(&session).await;
+            self.close_session(&session, super::Leaving::Ended).await;
             return Ok((existing, key));
         }
         self.sessions.insert_reserved(reservation, Arc::clone(&session));

@@ -4,6 +4,8 @@
 pub(crate) mod cancelled;
 pub mod relay;
 pub(crate) mod replay;
+mod resume;
+pub mod sealed;
 pub mod table;
 
 use std::collections::HashMap;
@@ -85,10 +87,32 @@ pub struct ServerRequest {
     pub id: Id,
 }
 
+impl ServerRequest {
+    fn sealed(&self) -> sealed::SealedRoute {
+        sealed::SealedRoute {
+            upstream: self.upstream.to_string(),
+            endpoint: self.endpoint,
+            id: self.id.as_json().to_owned(),
+        }
+    }
+
+    fn from_sealed(route: sealed::SealedRoute) -> Option<ServerRequest> {
+        let id = Id::from_value(&serde_json::from_str(&route.id).ok()?)?;
+        Some(ServerRequest { upstream: Arc::from(route.upstream), endpoint: route.endpoint, id })
+    }
+}
+
+/// What the gateway's ids for server requests start with.
+const SERVER_REQUEST_PREFIX: &str = "seawall-";
+
 /// One client session.
 pub struct Session {
-    /// The id the client sends in `Mcp-Session-Id`.
-    pub id: String,
+    /// The id the client sends in `Mcp-Session-Id`: set once (sealed, see
+    /// [`Session::assign_id`]), else random on first use.
+    id: std::sync::OnceLock<String>,
+    /// The keys that seal the gateway's ids for server requests, when the session's own
+    /// id is sealed.
+    keys: std::sync::OnceLock<Arc<sealed::SessionKeys>>,
     /// A small number identifying the session in subscriptions and logs.
     pub key: u64,
     /// Which upstreams it reaches.
@@ -149,13 +173,15 @@ static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 const LISTEN_BUFFER: usize = 64;
 
 impl Session {
-    /// A new session with a fresh unguessable id; starts the task that relays upstream
-    /// events not tied to a request into the client's GET stream.
+    /// A new session (with a fresh unguessable id unless one is assigned before first
+    /// use); starts the task that relays upstream events not tied to a request into the
+    /// client's GET stream.
     pub fn new(scope: Scope, version: String, client_capabilities: Value, client_info: Value) -> Arc<Session> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_BUFFER);
         let session = Arc::new(Session {
-            id: table::mint_id(),
+            id: std::sync::OnceLock::new(),
+            keys: std::sync::OnceLock::new(),
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             scope,
             version,
@@ -186,6 +212,28 @@ impl Session {
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());
         session
+    }
+
+    /// The id the client sends in `Mcp-Session-Id`.
+    pub fn id(&self) -> &str {
+        self.id.get_or_init(table::mint_id)
+    }
+
+    /// Gives the session its id (a sealed one), unless it already has one; whether it
+    /// took it.
+    pub fn assign_id(&self, id: String) -> bool {
+        self.id.set(id).is_ok()
+    }
+
+    /// Seals the gateway's ids for the session's server requests with `keys`, so that
+    /// the client's answer finds its upstream from any replica (once).
+    pub fn seal_requests_with(&self, keys: Arc<sealed::SessionKeys>) {
+        let _ = self.keys.set(keys);
+    }
+
+    /// Whether the session's id is sealed (other replicas sharing the key may resume it).
+    pub fn is_sealed(&self) -> bool {
+        self.keys.get().is_some()
     }
 
     /// A sink for events of `upstream` that are not tied to a request.
@@ -340,17 +388,36 @@ impl Session {
         stream
     }
 
-    /// Remembers a server-initiated request relayed to the client; returns the client-side id.
+    /// Remembers a server-initiated request relayed to the client; returns the client-side
+    /// id: sealed with the session's keys (`seawall-<sealed route>`), so that any replica
+    /// can route the answer, else `seawall-<n>`.
     pub fn register_server_request(&self, origin: ServerRequest) -> Id {
-        let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
-        let id = Id::string(&format!("seawall-{n}"));
+        let sealed = self.keys.get().and_then(|keys| keys.seal_request(self.id(), &origin.sealed()));
+        let id = match sealed {
+            Some(sealed) => Id::string(&format!("{SERVER_REQUEST_PREFIX}{sealed}")),
+            None => {
+                let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
+                Id::string(&format!("{SERVER_REQUEST_PREFIX}{n}"))
+            }
+        };
         self.server_requests.lock().insert(id.clone(), origin);
         id
     }
 
-    /// Takes the route of a server-initiated request the client has answered.
+    /// Takes the route of a server-initiated request the client has answered: from the
+    /// requests relayed here, else from the id itself when another replica sealed it.
     pub fn take_server_request(&self, id: &Id) -> Option<ServerRequest> {
-        self.server_requests.lock().remove(id)
+        if let Some(origin) = self.server_requests.lock().remove(id) {
+            return Some(origin);
+        }
+        let keys = self.keys.get()?;
+        let text: String = serde_json::from_str(id.as_json()).ok()?;
+        let route = keys.open_request(self.id(), text.strip_prefix(SERVER_REQUEST_PREFIX)?)?;
+        // Relayed by another replica (or before this one let the session go): a process of
+        // this replica's own never made it, so only an upstream session both share can
+        // take the answer.
+        tracing::debug!(session = self.key, upstream = %route.upstream, "an answer to a server request relayed elsewhere");
+        ServerRequest::from_sealed(route)
     }
 
     /// The client-side id of a server-initiated request, by where it came from.

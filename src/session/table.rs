@@ -1,6 +1,8 @@
-//! The table of live sessions: minting ids, lookup, idle expiry.
+//! The table of live sessions: minting ids, lookup, idle expiry, and the sessions
+//! resumed from sealed ids.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use super::Session;
+use super::sealed::{SessionKeys, unix_now};
 use crate::policy::Identity;
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
@@ -24,6 +27,45 @@ pub struct SessionTable {
     max_per_peer: usize,
     max_per_principal: usize,
     idle_timeout: Duration,
+    /// The keys that seal session ids; none: ids are random.
+    keys: Option<Arc<SessionKeys>>,
+    /// Held while a session is resumed, so that concurrent first requests for one sealed
+    /// id make one session.
+    resuming: parking_lot::Mutex<()>,
+    /// Sealed ids of sessions ended here, refused until they expire.
+    ended: parking_lot::Mutex<Ended>,
+}
+
+/// Most ended sealed ids remembered; beyond that the oldest are forgotten (and could be
+/// resumed here again until they expire, as on any other replica).
+const MAX_ENDED: usize = 65_536;
+
+/// Sealed ids of sessions ended here (by a hash of the id), oldest first.
+#[derive(Default)]
+struct Ended {
+    order: VecDeque<(u64, u64)>,
+    hashes: HashSet<u64>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Ended {
+    fn insert(&mut self, id: &str, expires: u64, now: u64) {
+        while let Some(&(hash, until)) = self.order.front() {
+            if until > now && self.order.len() < MAX_ENDED {
+                break;
+            }
+            self.order.pop_front();
+            self.hashes.remove(&hash);
+        }
+        let hash = self.hasher.hash_one(id);
+        if self.hashes.insert(hash) {
+            self.order.push_back((hash, expires));
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.hashes.contains(&self.hasher.hash_one(id))
+    }
 }
 
 /// Who holds a place: the client's address and, when clients authenticate, its principal.
@@ -125,7 +167,22 @@ impl SessionTable {
             max_per_peer: 0,
             max_per_principal: 0,
             idle_timeout,
+            keys: None,
+            resuming: parking_lot::Mutex::new(()),
+            ended: parking_lot::Mutex::new(Ended::default()),
         }
+    }
+
+    /// Seals the ids of new sessions with `keys` (and, when they are shared, resumes
+    /// sessions sealed by other replicas).
+    pub fn with_keys(mut self, keys: Arc<SessionKeys>) -> SessionTable {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// The keys that seal session ids, if they are sealed.
+    pub fn keys(&self) -> Option<&Arc<SessionKeys>> {
+        self.keys.as_ref()
     }
 
     /// Caps the sessions one client IP address may hold (0: no cap).
@@ -173,15 +230,15 @@ impl SessionTable {
     pub fn insert_reserved(&self, mut reservation: Reservation<'_>, session: Arc<Session>) {
         reservation.used = true;
         let holder = std::mem::take(&mut reservation.holder);
-        self.places.lock().owner.insert(session.id.clone(), holder);
+        self.places.lock().owner.insert(session.id().to_owned(), holder);
         let mut map = self.sessions.write();
-        map.insert(session.id.clone(), session);
+        map.insert(session.id().to_owned(), session);
     }
 
     fn released(&self, session: Option<Arc<Session>>) -> Option<Arc<Session>> {
         if let Some(s) = &session {
             let mut places = self.places.lock();
-            let holder = places.owner.remove(&s.id).unwrap_or_default();
+            let holder = places.owner.remove(s.id()).unwrap_or_default();
             places.release(&holder);
         }
         session
@@ -201,6 +258,39 @@ impl SessionTable {
         self.released(removed)
     }
 
+    /// Removes a session that ended (DELETE): its sealed id is not resumed here again.
+    pub fn end(&self, id: &str) -> Option<Arc<Session>> {
+        if let Some(keys) = self.keys.as_ref().filter(|k| k.is_shared()) {
+            let now = unix_now();
+            self.ended.lock().insert(id, now.saturating_add(keys.lifetime().as_secs()), now);
+        }
+        self.remove(id)
+    }
+
+    /// Whether a session with this id ended here.
+    pub fn has_ended(&self, id: &str) -> bool {
+        self.ended.lock().contains(id)
+    }
+
+    /// The live session `id`, or the one `build` makes for it in a place held for
+    /// `holder` (refused when a cap is reached). One resumption at a time, so concurrent
+    /// first requests for one id get the same session.
+    pub fn resume(
+        &self,
+        id: &str,
+        holder: Holder,
+        build: impl FnOnce() -> Arc<Session>,
+    ) -> Result<Arc<Session>, TableFull> {
+        let _one_at_a_time = self.resuming.lock();
+        if let Some(session) = self.get(id) {
+            return Ok(session);
+        }
+        let reservation = self.reserve(holder)?;
+        let session = build();
+        self.insert_reserved(reservation, Arc::clone(&session));
+        Ok(session)
+    }
+
     /// Removes and returns sessions idle for longer than the idle timeout (and with
     /// nothing in flight).
     pub fn reap_idle(&self) -> Vec<Arc<Session>> {
@@ -208,7 +298,7 @@ impl SessionTable {
         let idle: Vec<String> = map
             .values()
             .filter(|s| s.inflight() == 0 && !s.is_listened() && s.last_seen().elapsed() > self.idle_timeout)
-            .map(|s| s.id.clone())
+            .map(|s| s.id().to_owned())
             .collect();
         let reaped: Vec<_> = idle.iter().filter_map(|id| map.remove(id)).collect();
         drop(map);
@@ -263,7 +353,7 @@ mod tests {
         table.insert_reserved(r1, Arc::clone(&s));
         drop(r2);
         assert!(table.reserve(from("10.0.0.1")).is_ok());
-        table.remove(&s.id);
+        table.remove(s.id());
         let _b = table.reserve(from("10.0.0.1")).unwrap();
         let _c = table.reserve(from("10.0.0.1")).unwrap();
         assert!(table.reserve(from("10.0.0.1")).is_err());
@@ -285,7 +375,7 @@ mod tests {
         table.insert_reserved(table.reserve(as_key("ci", "10.0.0.3")).unwrap(), Arc::clone(&b));
         assert!(table.reserve(as_key("ci", "10.0.0.3")).is_err());
         // Ended and expired sessions give their places back; the counts forget them.
-        table.remove(&a.id);
+        table.remove(a.id());
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(table.reap_idle().len(), 1);
         let places = table.places.lock();
@@ -294,6 +384,62 @@ mod tests {
         drop(places);
         drop(_ops);
         assert!(table.places.lock().per_principal.is_empty());
+    }
+
+    fn keys() -> Arc<SessionKeys> {
+        Arc::new(SessionKeys::shared(&[7; 32], &[], Duration::from_secs(3600)).unwrap())
+    }
+
+    #[tokio::test]
+    async fn concurrent_resumptions_of_one_id_make_one_session_within_the_caps() {
+        let table = Arc::new(SessionTable::new(2, Duration::from_secs(60)).with_keys(keys()));
+        let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (table, built) = (Arc::clone(&table), Arc::clone(&built));
+                let rt = tokio::runtime::Handle::current();
+                std::thread::spawn(move || {
+                    let _rt = rt.enter();
+                    let resumed = table.resume("sealed-id", from("10.0.0.1"), || {
+                        built.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(5));
+                        let s = session();
+                        assert!(s.assign_id("sealed-id".into()));
+                        s
+                    });
+                    resumed.unwrap().key
+                })
+            })
+            .collect();
+        let keys: HashSet<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(keys.len(), 1, "one session for every request");
+        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(table.len(), 1);
+        // A resumed session takes a place like any other.
+        let other = table.resume("other-id", Holder::default(), session).unwrap();
+        assert_eq!(table.resume("third-id", Holder::default(), session).err().map(|e| e.cap), Some(Cap::Total));
+        table.remove(other.id());
+    }
+
+    #[tokio::test]
+    async fn an_ended_sealed_id_is_remembered_until_it_expires() {
+        let table = SessionTable::new(4, Duration::from_secs(60)).with_keys(keys());
+        let s = session();
+        assert!(s.assign_id("sealed-id".into()));
+        table.insert_reserved(table.reserve(Holder::default()).unwrap(), Arc::clone(&s));
+        assert!(!table.has_ended("sealed-id"));
+        assert!(table.end("sealed-id").is_some());
+        assert!(table.has_ended("sealed-id"));
+        assert!(!table.has_ended("another-id"));
+        let mut ended = Ended::default();
+        ended.insert("a", 10, 5);
+        ended.insert("b", 20, 5);
+        ended.insert("c", 30, 15);
+        assert!(!ended.contains("a") && ended.contains("b") && ended.contains("c"), "expired ones are forgotten");
+        // Without shared keys nothing is resumed, so nothing needs remembering.
+        let local = SessionTable::new(4, Duration::from_secs(60));
+        local.end("x");
+        assert!(!local.has_ended("x"));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use parking_lot::Mutex;
 
 use super::http::{HttpLink, HttpUpstream};
-use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError};
+use crate::call::{AttachedSession, BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError};
 use crate::jsonrpc::{Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 
@@ -263,6 +263,42 @@ impl PoolLink {
         Err(last)
     }
 
+    /// Re-attaches to the endpoint sessions another process opened (see
+    /// [`HttpLink::attach`]); endpoints without one open a session when first used.
+    /// `None` when none of them names an endpoint of this pool.
+    pub(crate) fn attach(pool: Arc<HttpPool>, init: InitParams, sessions: &[AttachedSession]) -> Option<Arc<PoolLink>> {
+        let mut links: Vec<Option<Arc<HttpLink>>> = vec![None; pool.len()];
+        let mut first_init = None;
+        for session in sessions {
+            let Some(i) = session.endpoint.map(usize::from).filter(|i| *i < pool.len()) else { continue };
+            let link = HttpLink::attach(Arc::clone(&pool.endpoints[i].upstream), init.clone(), session);
+            first_init = first_init.or_else(|| link.init_result());
+            links[i] = Some(link);
+        }
+        first_init.as_ref()?;
+        Some(Arc::new(PoolLink {
+            links: tokio::sync::Mutex::new(links),
+            pool,
+            init,
+            first_init: Mutex::new(first_init),
+            subscribers: Mutex::new(HashMap::new()),
+            get_wanted: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    /// The endpoint sessions opened so far, as another process re-attaches to them.
+    fn attached(&self) -> Vec<AttachedSession> {
+        let Ok(links) = self.links.try_lock() else { return Vec::new() };
+        links.iter().enumerate().filter_map(|(i, link)| link.as_ref()?.attached(u16::try_from(i).ok())).collect()
+    }
+
+    /// Stops every endpoint session's streams, leaving the sessions to other replicas.
+    async fn detach(&self) {
+        for link in self.links.lock().await.iter().flatten() {
+            link.stop();
+        }
+    }
+
     /// The initialize result of the first endpoint that answered.
     pub(crate) fn init_result(&self) -> Option<Arc<InitResult>> {
         self.first_init.lock().clone()
@@ -409,6 +445,14 @@ impl Transport for PoolLink {
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(PoolLink::close(self))
     }
+
+    fn attached(&self) -> Vec<AttachedSession> {
+        PoolLink::attached(self)
+    }
+
+    fn detach(&self) -> BoxFuture<'_, ()> {
+        Box::pin(PoolLink::detach(self))
+    }
 }
 
 fn empty_init() -> Arc<InitResult> {
@@ -515,6 +559,25 @@ mod tests {
         assert_eq!(p.ejections(), vec![false, false, false]);
         assert_eq!(p.restore(3), Err(EjectError::NoSuchEndpoint(3)));
         assert_eq!(pool(1).eject(0), Err(EjectError::LastEndpoint(0)));
+    }
+
+    #[tokio::test]
+    async fn a_pool_link_re_attaches_to_the_endpoint_sessions_it_is_given() {
+        let pool = Arc::new(pool(3));
+        let held = AttachedSession {
+            endpoint: Some(2),
+            session_id: "session-on-2".into(),
+            version: "2025-06-18".into(),
+            capabilities: vec!["tools".into(), "prompts".into()],
+        };
+        let elsewhere = AttachedSession { endpoint: Some(7), ..held.clone() };
+        let link = PoolLink::attach(Arc::clone(&pool), InitParams::gateway_own(), &[held.clone(), elsewhere.clone()])
+            .expect("one session fits the pool");
+        assert_eq!(Transport::attached(&*link), vec![held], "only endpoints of this pool are attached");
+        let init = link.init_result().expect("the capabilities the id carried");
+        assert!(init.has("tools") && init.has("prompts") && !init.has("resources"));
+        assert_eq!(init.protocol_version, "2025-06-18");
+        assert!(PoolLink::attach(pool, InitParams::gateway_own(), &[elsewhere]).is_none(), "nothing fits");
     }
 
     #[tokio::test(start_paused = true)]

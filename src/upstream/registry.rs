@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::http::HttpLink;
 use super::pool::{HttpPool, PoolLink};
 use super::settings::UpstreamSettings;
 use super::sse_legacy::{SseLink, SseUpstream};
 use super::stdio::{StdioLink, StdioUpstream};
-use crate::call::{Link, UpstreamError, UpstreamService};
+use crate::call::{AttachedSession, Link, UpstreamError, UpstreamService};
 use crate::mcp::init::InitParams;
 use crate::resilience::load_shed::Slots;
 use crate::telemetry::trace::spans;
@@ -101,6 +102,23 @@ impl UpstreamHandle {
                 Ok(link)
             }
         }
+    }
+
+    /// Re-attaches, without a handshake, to the upstream sessions another process opened
+    /// for a client session whose client declared `init` (see
+    /// [`crate::upstream::http::HttpLink::attach`]). `None` when this upstream has no
+    /// session that outlives a process (a child process, an event stream), or none of
+    /// `sessions` fits it: the link then opens afresh when first needed.
+    pub(crate) fn attach(&self, init: &InitParams, sessions: &[AttachedSession]) -> Option<Link> {
+        let Connector::Http(pool) = &self.connector else { return None };
+        if pool.len() > 1 {
+            let link: Link = PoolLink::attach(Arc::clone(pool), init.clone(), sessions)?;
+            return Some(link);
+        }
+        let up = pool.first()?;
+        let session = sessions.iter().find(|s| s.endpoint.is_none_or(|e| e == 0))?;
+        let link: Link = HttpLink::attach(Arc::clone(up), init.clone(), session);
+        Some(link)
     }
 
     /// Whether the link is shared by every session (and must not be closed with one).

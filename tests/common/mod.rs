@@ -11,6 +11,7 @@
 //! * [`PythonSseServer`]: an MCP server on the Python SDK's HTTP+SSE transport.
 //! * [`run_script`]: runs a client script to completion, streaming its output.
 //! * [`RedisServer`]: a real `redis-server` on a free loopback port.
+//! * [`Nginx`]: nginx sending each request to the next of several gateways.
 //! * [`Prometheus`]: a real Prometheus scraping a target, with its rules and HTTP API.
 //! * [`Chromium`]: headless Chromium, for the status page's DOM and screenshots.
 //! * [`TestDir`]: a temporary directory removed on drop.
@@ -24,6 +25,7 @@
 mod chromium;
 mod conformance;
 mod interop;
+mod nginx;
 mod process;
 mod prometheus;
 mod redis_server;
@@ -34,8 +36,8 @@ mod upstreams;
 // Each test binary uses a different part of these helpers.
 #[allow(unused_imports)]
 pub use self::{
-    chromium::*, conformance::*, interop::*, process::*, prometheus::*, redis_server::*, seawall::*, stdio::*,
-    upstreams::*,
+    chromium::*, conformance::*, interop::*, nginx::*, process::*, prometheus::*, redis_server::*, seawall::*,
+    stdio::*, upstreams::*,
 };
 
 use std::path::{Path, PathBuf};

@@ -22,7 +22,9 @@ use super::cancel::CancelGuard;
 use super::client::{UpstreamClient, UpstreamResponse};
 use super::failure::{handshake_error, refuses_era, status_error};
 use super::sse_legacy::{SseLink, SseUpstream};
-use crate::call::{BoxFuture, EventSink, Link, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
+use crate::call::{
+    AttachedSession, BoxFuture, EventSink, Link, Reply, Transport, UpstreamCall, UpstreamError, fresh_id,
+};
 use crate::config::UpstreamProtocol;
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
@@ -270,8 +272,44 @@ impl HttpLink {
         up: Arc<HttpUpstream>,
         init_params: InitParams,
     ) -> Result<Arc<HttpLink>, UpstreamError> {
+        let link = HttpLink::with_state(up, init_params, SessionState::default());
+        link.handshake().await?;
+        Ok(link)
+    }
+
+    /// Re-attaches to an upstream session another process opened, by its id, without a
+    /// handshake: requests carry its `Mcp-Session-Id` and `MCP-Protocol-Version` at once.
+    /// An upstream that no longer knows it answers 404, and the link re-initialises as
+    /// for any session the upstream forgot.
+    pub(crate) fn attach(up: Arc<HttpUpstream>, init_params: InitParams, session: &AttachedSession) -> Arc<HttpLink> {
+        let capabilities: serde_json::Map<String, serde_json::Value> =
+            session.capabilities.iter().map(|name| (name.clone(), serde_json::json!({}))).collect();
+        let raw = jsonrpc::to_raw(&serde_json::json!({
+            "protocolVersion": session.version,
+            "capabilities": capabilities,
+        }));
+        let init = InitResult {
+            protocol_version: session.version.clone(),
+            capabilities: serde_json::Value::Object(capabilities),
+            server_info: serde_json::Value::Null,
+            instructions: None,
+            raw,
+        };
+        let state = SessionState {
+            session_id: Some(session.session_id.clone()),
+            version: Some(session.version.clone()),
+            init: Some(Arc::new(init)),
+            generation: 1,
+            modern: false,
+        };
+        let link = HttpLink::with_state(up, init_params, state);
+        link.ready.store(true, Ordering::SeqCst);
+        link
+    }
+
+    fn with_state(up: Arc<HttpUpstream>, init_params: InitParams, state: SessionState) -> Arc<HttpLink> {
         let envelope = modern::envelope(&init_params);
-        let link = Arc::new_cyclic(|me| HttpLink {
+        Arc::new_cyclic(|me| HttpLink {
             me: me.clone(),
             up,
             shared: LinkShared::default(),
@@ -282,15 +320,27 @@ impl HttpLink {
             listen_generation: std::sync::atomic::AtomicU64::new(0),
             listen_acked: tokio::sync::watch::channel(0).0,
             init_params,
-            state: Mutex::new(SessionState::default()),
+            state: Mutex::new(state),
             reinit: tokio::sync::Mutex::new(()),
             get_stream: Mutex::new(None),
             get_wanted: AtomicBool::new(false),
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-        });
-        link.handshake().await?;
-        Ok(link)
+        })
+    }
+
+    /// The upstream session, as another process re-attaches to it; `None` for a modern
+    /// link (no session) or one the upstream gave no id.
+    pub(crate) fn attached(&self, endpoint: Option<u16>) -> Option<AttachedSession> {
+        let state = self.snapshot();
+        if state.modern {
+            return None;
+        }
+        let capabilities =
+            state.init.as_ref().and_then(|init| init.capabilities.as_object()).map_or_else(Vec::new, |caps| {
+                caps.iter().filter(|(_, v)| !v.is_null()).map(|(name, _)| name.clone()).collect()
+            });
+        Some(AttachedSession { endpoint, session_id: state.session_id?, version: state.version?, capabilities })
     }
 
     /// The upstream's initialize result.
@@ -490,11 +540,8 @@ impl HttpLink {
 
     /// Ends the upstream session and stops the GET stream.
     pub(crate) async fn close(&self) {
-        if self.closed.swap(true, Ordering::SeqCst) {
+        if !self.stop() {
             return;
-        }
-        if let Some(handle) = self.get_stream.lock().take() {
-            handle.abort();
         }
         let state = self.snapshot();
         if state.session_id.is_some() {
@@ -505,6 +552,18 @@ impl HttpLink {
                 tracing::debug!(upstream = %self.up.name, error = %e, "DELETE of the upstream session timed out");
             }
         }
+    }
+
+    /// Stops the GET stream and marks the link closed, leaving the upstream session to
+    /// the replicas that still use it; whether it was open.
+    pub(crate) fn stop(&self) -> bool {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        if let Some(handle) = self.get_stream.lock().take() {
+            handle.abort();
+        }
+        true
     }
 
     async fn post(&self, body: String, state: &SessionState) -> Result<UpstreamResponse, UpstreamError> {
@@ -596,6 +655,15 @@ impl Transport for HttpLink {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(HttpLink::close(self))
+    }
+
+    fn attached(&self) -> Vec<AttachedSession> {
+        HttpLink::attached(self, None).into_iter().collect()
+    }
+
+    fn detach(&self) -> BoxFuture<'_, ()> {
+        self.stop();
+        Box::pin(async {})
     }
 }
 
