@@ -2,9 +2,10 @@
 //! one `FILE:LINE: FIELD: message` line per problem, in line order, a syntax error alone;
 //! never a panic.
 //!
-//! Texts whose `include_mcp_servers` names an absolute path are skipped, so that the
-//! fuzzer never reads a device or another file of the machine; relative ones are taken
-//! from the directory of `ORIGIN`, which does not exist.
+//! Texts whose `include_mcp_servers`, `key_file` or `previous_key_file` names an
+//! absolute path are skipped, so that the fuzzer never reads a device or another file of
+//! the machine; relative ones are taken from the directory of `ORIGIN`, which does not
+//! exist.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -80,12 +81,13 @@ fn one_line(text: &str) -> String {
 }
 
 /// Whether `text` might make the loader read a file outside the missing directory: an
-/// `include_mcp_servers` key anywhere whose value is an absolute path or anything other
-/// than a plain scalar. A text yaml_serde cannot read as a tree is refused before any
+/// `include_mcp_servers`, `key_file` or `previous_key_file` key anywhere whose value is
+/// an absolute path or anything other than a plain scalar. A text yaml_serde cannot read as a tree is refused before any
 /// include. The key can only be written literally or with a `\` escape (in double
 /// quotes), so other texts need no look.
 fn reads_a_file(text: &str) -> bool {
-    if !text.contains("include_mcp_servers") && !text.contains('\\') {
+    const READ: [&str; 3] = ["include_mcp_servers", "key_file", "previous_key_file"];
+    if !READ.iter().any(|key| text.contains(key)) && !text.contains('\\') {
         return false;
     }
     fn walk(value: &Value) -> bool {
@@ -100,7 +102,7 @@ fn reads_a_file(text: &str) -> bool {
                     Value::Tagged(tagged) => tagged.value.as_str(),
                     key => key.as_str(),
                 };
-                (name == Some("include_mcp_servers") && dangerous) || walk(key) || walk(value)
+                (name.is_some_and(|n| READ.contains(&n)) && dangerous) || walk(key) || walk(value)
             }),
             Value::Sequence(items) => items.iter().any(walk),
             Value::Tagged(tagged) => walk(&tagged.value),

@@ -94,8 +94,24 @@ fn read(session: &SessionConfig, out: &mut Vec<Problem>) -> SessionKeyMaterial {
     SessionKeyMaterial { current, previous }
 }
 
+/// The most a key file is read of (bytes): room for many keys, one per line.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// A key file's text: a regular file (not a device or a pipe, which could be read
+/// forever) of at most [`MAX_KEY_FILE_BYTES`].
 fn read_file(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    use std::io::Read as _;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(format!("cannot read {}: not a regular file", path.display()));
+    }
+    let mut text = String::new();
+    file.take(MAX_KEY_FILE_BYTES + 1).read_to_string(&mut text).map_err(cannot)?;
+    if text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(format!("{} is larger than {} KiB: not a key file", path.display(), MAX_KEY_FILE_BYTES / 1024));
+    }
+    Ok(text)
 }
 
 /// One key: base64 of 32 bytes, either alphabet, padding optional, surrounding
@@ -193,6 +209,20 @@ mod tests {
         let found = problems(&missing);
         assert!(found[0].starts_with("session.key_file: cannot read "), "{found:?}");
         assert!(found[1].contains("line 1: "), "{found:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_file_is_a_regular_file_of_bounded_size() {
+        let device = SessionConfig { key_file: Some("/dev/zero".into()), ..SessionConfig::default() };
+        let found = problems(&device);
+        assert!(found[0].contains("not a regular file"), "{found:?}");
+        let dir = std::env::temp_dir().join(format!("seawall-session-key-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big");
+        std::fs::write(&big, "A".repeat(65 * 1024)).unwrap();
+        let found = problems(&SessionConfig { key_file: Some(big), ..SessionConfig::default() });
+        assert!(found[0].contains("larger than 64 KiB"), "{found:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
