@@ -486,8 +486,16 @@ impl Watched {
             files.push(path.parent().map_or_else(|| included.clone(), |dir| dir.join(included)));
         }
         let files: Vec<_> = files.into_iter().map(|f| (f.clone(), std::fs::read(&f).ok())).collect();
+        // Only events about the watched files count (or about a ConfigMap's `..data`
+        // links, which stand for them): a log written beside the configuration is not a
+        // change of it.
+        let names: Vec<std::ffi::OsString> = files.iter().filter_map(|(f, _)| f.file_name().map(Into::into)).collect();
+        let relevant = move |path: &Path| {
+            path.file_name()
+                .is_some_and(|name| names.iter().any(|n| n == name) || name.to_string_lossy().starts_with(".."))
+        };
         let handler = move |result: DebounceEventResult| {
-            if result.is_ok_and(|events| !events.is_empty()) {
+            if result.is_ok_and(|events| events.iter().any(|e| e.paths.iter().any(|p| relevant(p)))) {
                 reloads.ask(CAUSE_FILE);
             }
         };
