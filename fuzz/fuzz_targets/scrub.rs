@@ -50,8 +50,14 @@ fuzz_target!(|data: &[u8]| {
     let before = String::from_utf8_lossy(&rest[..at]);
     let after = String::from_utf8_lossy(&rest[at..]);
     let pieces = pieces(secret);
-    // The surrounding text may not bring its own copy, which need not look like a secret.
-    if pieces.iter().any(|piece| before.contains(piece) || after.contains(piece)) {
+    // The surrounding text may not bring its own copy, which need not look like a secret:
+    // as it is, or once what the sanitiser strips from it (escape sequences, controls) is
+    // gone and the pieces around it meet.
+    let (clean_before, clean_after) = (sanitize::scrub(&before), sanitize::scrub(&after));
+    let brought = |piece: &&str| {
+        before.contains(piece) || after.contains(piece) || clean_before.contains(piece) || clean_after.contains(piece)
+    };
+    if pieces.iter().any(brought) {
         return;
     }
     let input = format!("{before} {planted} {after}");
