@@ -232,3 +232,40 @@ async fn pretty_printed_requests_reach_a_stdio_upstream_as_one_line() {
     assert_eq!(reply.status, 200, "{}", reply.raw);
     assert_eq!(text_of(reply.result()), "one\nline", "{}", reply.raw);
 }
+
+/// A connection that breaks before the handshake's answer (most often a pooled one the
+/// server closed as it went idle) does not make the upstream unavailable: the handshake
+/// is sent once more, on another connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_whose_connection_breaks_is_sent_again() {
+    use tokio::io::AsyncReadExt as _;
+    let remote = DemoUpstream::start(false, &[]).await;
+    let target = remote.url.trim_start_matches("http://").split('/').next().expect("host:port").to_owned();
+    // In front of the demo: the first connection is read from and closed unanswered; the
+    // others are relayed.
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = front.local_addr().expect("addr");
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = front.accept().await {
+            let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let target = target.clone();
+            tokio::spawn(async move {
+                if n == 0 {
+                    let mut buf = [0u8; 4096];
+                    let _ = client.read(&mut buf).await;
+                    return;
+                }
+                if let Ok(mut server) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let config = format!("upstreams:\n  - name: flaky-net\n    url: http://{addr}/mcp\n    protocol: legacy\n");
+    let gw = Seawall::start(&config).await;
+    let c = Client::connect(&gw.upstream_url("flaky-net"), json!({})).await;
+    assert_eq!(text_of(&c.call_tool(1, "echo", json!({"message": "through"})).await), "through");
+    assert!(connections.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the handshake went again on a new connection");
+}

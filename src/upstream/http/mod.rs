@@ -362,7 +362,13 @@ impl HttpLink {
         let mut refused = false;
         let mut last = UpstreamError::Handshake("no protocol era to try".into());
         for modern_era in eras {
-            let attempt = if modern_era { self.discover().await } else { self.initialize().await };
+            let mut attempt = self.handshake_in(modern_era).await;
+            if matches!(attempt, Err(UpstreamError::Io(_))) {
+                // The connection broke before the answer: most often a pooled one the
+                // server closed as it went idle. A handshake opens nothing yet that
+                // sending it again could duplicate: once more, on another connection.
+                attempt = self.handshake_in(modern_era).await;
+            }
             match attempt {
                 Ok(()) => {
                     self.up.spoke.store(if modern_era { SPOKE_MODERN } else { SPOKE_LEGACY }, Ordering::Relaxed);
@@ -387,6 +393,11 @@ impl HttpLink {
         }
         self.up.remember(if self.up.sse_fallback.is_some() { modern::NEITHER } else { modern::UNKNOWN });
         Err(last)
+    }
+
+    /// The handshake of one era: `server/discover` (modern) or `initialize` (legacy).
+    async fn handshake_in(self: &Arc<Self>, modern_era: bool) -> Result<(), UpstreamError> {
+        if modern_era { self.discover().await } else { self.initialize().await }
     }
 
     /// The legacy handshake. Its errors are as the exchange failed, for
