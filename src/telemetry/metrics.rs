@@ -498,6 +498,8 @@ mod tests {
             IN_FLIGHT,
             CLIENT_IN_FLIGHT,
             BREAKER_STATE,
+            CONFIG_RELOADS,
+            CONFIG_LAST_RELOAD_OK,
         ];
         let dashboard = include_str!("../../dashboards/seawall.json");
         let mut used = std::collections::BTreeSet::new();
