@@ -336,3 +336,26 @@ async fn a_batch_in_2025_03_26_gets_one_array_line() {
     let echo = answers.iter().find(|a| a["id"] == 2).expect("the echo's answer");
     assert_eq!(text_of(&echo["result"]), "in a batch");
 }
+
+/// `seawall stdio` reloads its configuration too: a change of the file adds an upstream
+/// the client can call at once, and the client hears that its tools changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seawall_stdio_reloads_its_configuration() {
+    let mut sw = StdioSeawall::start(&config(None, None, "", ""), &[], &[]);
+    sw.initialize("2025-11-25").await;
+    let more =
+        config(None, None, "", "") + "  - name: more\n    command: seawall\n    args: [demo-upstream, --stdio]\n";
+    let tmp = sw.config_path.with_extension("yaml.new");
+    std::fs::write(&tmp, more).expect("write");
+    std::fs::rename(&tmp, &sw.config_path).expect("rename");
+    sw.wait_for_log("configuration reloaded", Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(5), sw.next()).await.expect("a notification");
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no list_changed");
+    }
+    assert_eq!(text_of(&sw.call_tool(2, "more__echo", json!({"message": "reloaded"})).await), "reloaded");
+}
