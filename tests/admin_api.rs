@@ -19,15 +19,6 @@ fn text_of(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-fn calls(remote: &DemoUpstream, tool: &str) -> usize {
-    remote.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
-}
-
-fn tool_names(reply: &mcp_client::Reply) -> Vec<String> {
-    let tools = reply.result()["tools"].as_array().cloned().unwrap_or_default();
-    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
-}
-
 /// The admin API of a running gateway.
 struct Api {
     base: String,
@@ -82,7 +73,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     let api = Api::new(&gw, Some(TOKEN));
     let c = Client::connect(&gw.url, json!({})).await;
     let (_, mut stream) = c.open_stream().await;
-    let listed = tool_names(&c.request(1, "tools/list", json!({})).await);
+    let listed = c.request(1, "tools/list", json!({})).await.tool_names();
     assert!(listed.iter().any(|n| n == "remote__echo") && listed.iter().any(|n| n == "local__echo"), "{listed:?}");
     assert_eq!(text_of(&c.call_tool(2, "remote__echo", json!({"message": "before"})).await), "before");
 
@@ -107,8 +98,8 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     assert_eq!(result["isError"], true, "{result}");
     let text = text_of(&result);
     assert!(text.contains("remote__echo") && text.contains(&format!("isolated by the operator: {reason}")), "{text}");
-    assert_eq!(calls(&remote, "echo"), 1, "the upstream sees nothing");
-    let listed = tool_names(&c.request(4, "tools/list", json!({})).await);
+    assert_eq!(remote.calls("echo"), 1, "the upstream sees nothing");
+    let listed = c.request(4, "tools/list", json!({})).await.tool_names();
     assert!(!listed.iter().any(|n| n == "remote__echo"), "hidden: {listed:?}");
     assert!(listed.iter().any(|n| n == "remote__sleep"), "the upstream's other tools stay: {listed:?}");
     assert_eq!(text_of(&c.call_tool(5, "remote__sleep", json!({"ms": 1})).await), "slept 1 ms");
@@ -117,7 +108,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let result = c.call_tool(6, "remote__echo", json!({"message": "later"})).await;
     assert!(text_of(&result).contains(reason), "{result}");
-    assert_eq!(calls(&remote, "echo"), 1);
+    assert_eq!(remote.calls("echo"), 1);
     let open = api.get("/admin/breakers?state=open").await;
     let open = open["breakers"].as_array().unwrap();
     assert_eq!(open.len(), 1, "{open:?}");
@@ -130,7 +121,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     assert_eq!((&closed["previous"], &closed["breaker"]["state"]), (&json!("open"), &json!("closed")));
     assert_eq!(closed["breaker"]["forced"], json!({"state": "closed"}));
     assert_eq!(text_of(&c.call_tool(7, "remote__echo", json!({"message": "after"})).await), "after");
-    assert!(tool_names(&c.request(8, "tools/list", json!({})).await).iter().any(|n| n == "remote__echo"));
+    assert!(c.request(8, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "remote__echo"));
     let reset = api.post("/admin/upstreams/remote/tools/echo/breaker/reset", None).await;
     assert_eq!((&reset["breaker"]["state"], &reset["breaker"]["forced"]), (&json!("closed"), &Value::Null));
 
@@ -144,7 +135,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     assert_eq!(error["code"], -32011, "{error}");
     assert_eq!(error["message"], format!("Upstream 'remote' is isolated by the operator: {reason}"));
     assert_eq!(error["data"]["reason"], reason);
-    let listed = tool_names(&c.request(11, "tools/list", json!({})).await);
+    let listed = c.request(11, "tools/list", json!({})).await.tool_names();
     assert!(!listed.iter().any(|n| n.starts_with("remote__")), "{listed:?}");
     assert!(listed.iter().any(|n| n == "local__echo"), "{listed:?}");
     assert_eq!(text_of(&c.call_tool(12, "local__echo", json!({"message": "local"})).await), "local");
@@ -153,7 +144,7 @@ async fn an_isolated_tool_or_upstream_is_refused_at_once_with_the_reason_until_c
     assert_eq!(upstream["upstream"]["breaker"]["forced"]["reason"], reason);
     api.post("/admin/upstreams/remote/breaker/reset", None).await;
     assert_eq!(text_of(&c.call_tool(13, "remote__echo", json!({"message": "back"})).await), "back");
-    assert!(tool_names(&c.request(14, "tools/list", json!({})).await).iter().any(|n| n == "remote__echo"));
+    assert!(c.request(14, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "remote__echo"));
 
     // Every forced change of state is a transition in the metrics, and a log line.
     let metrics = reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap();
@@ -199,11 +190,11 @@ async fn an_ejected_endpoint_takes_no_calls_until_restored() {
     assert_eq!(ejected["endpoints"][1]["ejected"], true, "{ejected}");
     assert_eq!(ejected["endpoints"][1]["ejected_by"], "operator");
     assert_eq!(ejected["endpoints"][0]["ejected"], false);
-    let before = calls(&second, "echo");
+    let before = second.calls("echo");
     for id in 0..12 {
         assert_eq!(text_of(&c.call_tool(id, "pool__echo", json!({"message": "m"})).await), "m");
     }
-    assert_eq!(calls(&second, "echo"), before, "the ejected endpoint took no call");
+    assert_eq!(second.calls("echo"), before, "the ejected endpoint took no call");
     let (status, body) = api.send(reqwest::Method::POST, "/admin/upstreams/pool/endpoints/0/eject", None).await;
     assert_eq!(status, 409, "the last endpoint in service stays: {body}");
     let (status, _) = api.send(reqwest::Method::POST, "/admin/upstreams/pool/endpoints/7/eject", None).await;
@@ -219,7 +210,7 @@ async fn an_ejected_endpoint_takes_no_calls_until_restored() {
     assert_eq!(restored["endpoints"][1]["ejected_by"], Value::Null);
     for id in 100..140 {
         c.call_tool(id, "pool__echo", json!({"message": "m"})).await;
-        if calls(&second, "echo") > before {
+        if second.calls("echo") > before {
             return;
         }
     }

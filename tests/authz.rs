@@ -54,9 +54,6 @@ async fn names(c: &Client, method: &str, key: &str, field: &str) -> Vec<String> 
 }
 
 /// How many `tools/call`s of `tool` the demo upstream saw.
-fn calls(demo: &DemoUpstream, tool: &str) -> usize {
-    demo.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
-}
 
 fn error_of(reply: &mcp_client::Reply) -> (Value, String) {
     let error = reply.error();
@@ -87,8 +84,8 @@ async fn a_principal_sees_and_calls_only_allowed_tools_and_a_denied_tool_looks_u
     assert_eq!(error_of(&prompt), (json!(-32602), "Unknown prompt: demo__greet".to_owned()), "{}", prompt.raw);
     let read = ci.request(5, "resources/read", json!({"uri": "demo://readme"})).await;
     assert_eq!(read.error()["code"], -32002, "{}", read.raw);
-    assert_eq!(calls(&demo, "add"), 0, "the upstream never saw the denied call");
-    assert_eq!(calls(&demo, "echo"), 1);
+    assert_eq!(demo.calls("add"), 0, "the upstream never saw the denied call");
+    assert_eq!(demo.calls("echo"), 1);
 
     let admin = connect(&gw.url, ADMIN_KEY).await;
     let tools = names(&admin, "tools/list", "tools", "name").await;
@@ -99,7 +96,7 @@ async fn a_principal_sees_and_calls_only_allowed_tools_and_a_denied_tool_looks_u
     assert!(sum["content"][0]["text"].as_str().is_some_and(|t| t.contains('3')), "{sum}");
     let prompt = admin.request(7, "prompts/get", json!({"name": "demo__greet", "arguments": {"name": "x"}})).await;
     assert!(prompt.response().get("result").is_some(), "{}", prompt.raw);
-    assert_eq!(calls(&demo, "add"), 1);
+    assert_eq!(demo.calls("add"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,7 +121,7 @@ async fn default_deny_denies_what_no_rule_allows_and_the_first_matching_rule_dec
     assert_eq!(error_of(&add), (json!(-32602), "Unknown tool: demo__add".to_owned()), "{}", add.raw);
     let echoed = ci.call_tool(3, "demo__echo", json!({"message": "hi"})).await;
     assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
-    assert_eq!((calls(&demo, "add"), calls(&demo, "echo")), (0, 1), "only the allowed call reached the upstream");
+    assert_eq!((demo.calls("add"), demo.calls("echo")), (0, 1), "only the allowed call reached the upstream");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,7 +140,7 @@ async fn on_one_upstreams_endpoint_patterns_match_the_unprefixed_names() {
     // On `/mcp` the same rule does not match the prefixed `demo__echo`.
     let aggregate = connect(&gw.url, CI_KEY).await;
     assert!(names(&aggregate, "tools/list", "tools", "name").await.is_empty());
-    assert_eq!(calls(&demo, "add"), 0);
+    assert_eq!(demo.calls("add"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,7 +160,7 @@ async fn a_condition_over_arguments_allows_one_call_and_denies_another() {
     assert_eq!(error_of(&denied), (json!(-32602), "Unknown tool: demo__echo".to_owned()), "{}", denied.raw);
     let no_args = ci.request(3, "tools/call", json!({"name": "demo__echo"})).await;
     assert_eq!(error_of(&no_args).0, json!(-32602), "a failing condition does not allow: {}", no_args.raw);
-    assert_eq!(calls(&demo, "echo"), 1, "only the allowed call reached the upstream");
+    assert_eq!(demo.calls("echo"), 1, "only the allowed call reached the upstream");
 
     let admin = connect(&gw.url, ADMIN_KEY).await;
     assert!(names(&admin, "tools/list", "tools", "name").await.len() > 3);

@@ -21,15 +21,6 @@ fn text_of(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-fn calls(remote: &DemoUpstream, tool: &str) -> usize {
-    remote.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
-}
-
-fn tool_names(reply: &mcp_client::Reply) -> Vec<String> {
-    let tools = reply.result()["tools"].as_array().cloned().unwrap_or_default();
-    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
-}
-
 /// Replaces the configuration file the way editors do: a new file renamed over it.
 fn rewrite(gw: &Seawall, yaml: &str) {
     let tmp = gw.config_path.with_extension("yaml.new");
@@ -81,7 +72,7 @@ async fn calls_go_on_through_reloads_that_tighten_timeouts_add_and_remove_upstre
     let pid = gw.proc.id().expect("pid");
     let c = Arc::new(Client::connect(&gw.url, json!({})).await);
     let (_, mut stream) = c.open_stream().await;
-    let listed = tool_names(&c.request(1, "tools/list", json!({})).await);
+    let listed = c.request(1, "tools/list", json!({})).await.tool_names();
     assert!(listed.iter().any(|n| n == "local__echo"), "{listed:?}");
     let local_children = children_of(pid);
     assert_eq!(local_children.len(), 1, "one shared demo process: {local_children:?}");
@@ -93,7 +84,7 @@ async fn calls_go_on_through_reloads_that_tighten_timeouts_add_and_remove_upstre
     }
     let open = breakers(&gw).await;
     assert!(open.to_string().contains("\"state\":\"open\""), "{open}");
-    let flaky_calls = calls(&remote, "flaky");
+    let flaky_calls = remote.calls("flaky");
 
     // A client keeps calling while the configuration changes.
     let stop = Arc::new(AtomicBool::new(false));
@@ -129,7 +120,7 @@ async fn calls_go_on_through_reloads_that_tighten_timeouts_add_and_remove_upstre
     logged(&gw, "configuration reloaded", Duration::from_secs(5)).await;
     assert!(common::tools_list_changed(&mut stream).await, "sessions hear that their tools changed");
 
-    let listed = tool_names(&c.request(11, "tools/list", json!({})).await);
+    let listed = c.request(11, "tools/list", json!({})).await.tool_names();
     assert!(listed.iter().any(|n| n == "extra__echo"), "added: {listed:?}");
     assert!(!listed.iter().any(|n| n.starts_with("local__")), "removed: {listed:?}");
     assert_eq!(text_of(&c.call_tool(12, "extra__echo", json!({"message": "new"})).await), "new");
@@ -145,7 +136,7 @@ async fn calls_go_on_through_reloads_that_tighten_timeouts_add_and_remove_upstre
     // The breaker of the untouched upstream is still open: refused without upstream traffic.
     let refused = c.call_tool(15, "remote__flaky", json!({"key": "b", "fail_first": 99})).await;
     assert_eq!(refused["isError"], true, "{refused}");
-    assert_eq!(calls(&remote, "flaky"), flaky_calls, "an open breaker sends nothing upstream");
+    assert_eq!(remote.calls("flaky"), flaky_calls, "an open breaker sends nothing upstream");
     assert!(breakers(&gw).await.to_string().contains("\"state\":\"open\""));
 
     // The removed upstream's process is gone; the added one runs.
@@ -209,13 +200,13 @@ async fn a_change_of_the_file_and_sighup_reload_without_being_asked() {
     let one = format!("upstreams:\n  - name: remote\n    url: {}\n", remote.url);
     let gw = Seawall::start(&one).await;
     let c = Client::connect(&gw.url, json!({})).await;
-    assert!(!tool_names(&c.request(1, "tools/list", json!({})).await).iter().any(|n| n == "more__echo"));
+    assert!(!c.request(1, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "more__echo"));
 
     // Saved from an editor: read again within a moment.
     rewrite(&gw, &format!("{one}  - name: more\n    command: seawall\n    args: [demo-upstream, --stdio]\n"));
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut id = 2;
-    while !tool_names(&c.request(id, "tools/list", json!({})).await).iter().any(|n| n == "more__echo") {
+    while !c.request(id, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "more__echo") {
         assert!(Instant::now() < deadline, "the change was not picked up:\n{}", gw.proc.output());
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -229,7 +220,7 @@ async fn a_change_of_the_file_and_sighup_reload_without_being_asked() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
     logged(&gw, "SIGHUP", Duration::from_secs(5)).await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tool_names(&c.request(id, "tools/list", json!({})).await).iter().any(|n| n == "more__echo") {
+    while c.request(id, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "more__echo") {
         assert!(Instant::now() < deadline, "not reloaded:\n{}", gw.proc.output());
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -268,7 +259,7 @@ async fn a_change_of_the_included_mcp_servers_file_reloads_too() {
     let config = format!("include_mcp_servers: {}\nupstreams: []\n", serde_json::to_string(&servers).expect("path"));
     let gw = Seawall::start(&config).await;
     let c = Client::connect(&gw.url, json!({})).await;
-    assert!(tool_names(&c.request(1, "tools/list", json!({})).await).iter().any(|n| n == "first__echo"));
+    assert!(c.request(1, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "first__echo"));
 
     // The desktop client's file gains a server: seawall serves it without being asked.
     let mut both = server("first");
@@ -276,7 +267,7 @@ async fn a_change_of_the_included_mcp_servers_file_reloads_too() {
     files.write("mcp.json", &json!({ "mcpServers": both }).to_string());
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut id = 2;
-    while !tool_names(&c.request(id, "tools/list", json!({})).await).iter().any(|n| n == "second__echo") {
+    while !c.request(id, "tools/list", json!({})).await.tool_names().iter().any(|n| n == "second__echo") {
         assert!(Instant::now() < deadline, "the included file's change was not picked up:\n{}", gw.proc.output());
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;

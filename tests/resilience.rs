@@ -16,10 +16,6 @@ fn text_of(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-fn calls(remote: &DemoUpstream, tool: &str) -> usize {
-    remote.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
-}
-
 async fn gateway(upstreams: &str, defaults: &str) -> Seawall {
     Seawall::start(&format!("defaults:\n{defaults}\nupstreams:\n{upstreams}")).await
 }
@@ -101,13 +97,13 @@ async fn only_idempotent_requests_are_retried() {
     // Not marked idempotent: executed exactly once, the failure reported.
     let once = c.call_tool(1, "plain__flaky", json!({"key": "a", "fail_first": 2, "mode": "http_503"})).await;
     assert_eq!(once["isError"], true, "{once}");
-    assert_eq!(calls(&remote, "flaky"), 1);
+    assert_eq!(remote.calls("flaky"), 1);
 
     // Marked idempotent: retried until the fault clears.
     let retried = c.call_tool(2, "safe__flaky", json!({"key": "b", "fail_first": 2, "mode": "http_503"})).await;
     assert_eq!(retried.get("isError"), None, "{retried}");
     assert_eq!(text_of(&retried), "ok after 2 failures");
-    assert_eq!(calls(&remote, "flaky"), 1 + 3);
+    assert_eq!(remote.calls("flaky"), 1 + 3);
 
     // resources/read is always idempotent.
     let read = c.request(3, "resources/read", json!({"uri": "demo://flaky/c/2"})).await;
@@ -125,7 +121,7 @@ async fn only_idempotent_requests_are_retried() {
             json!({"name": "safe__flaky", "arguments": {"key": "d", "fail_first": 1, "mode": "error"}}),
         )
         .await;
-    assert_eq!(calls(&remote, "flaky"), 5, "{}", failed.raw);
+    assert_eq!(remote.calls("flaky"), 5, "{}", failed.raw);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +146,7 @@ async fn the_retry_budget_bounds_load_on_a_dead_upstream() {
         });
     let results = futures::future::join_all(burst).await;
     assert!(results.iter().all(|r| r["isError"] == true));
-    let attempts = calls(&remote, "flaky");
+    let attempts = remote.calls("flaky");
     // 20% of the offered load plus the per-second floor (1/s over the 10 s window).
     assert!(attempts <= n as usize * 12 / 10 + 10, "{attempts} attempts for {n} requests");
     assert!(attempts > n as usize, "retries do happen while the budget allows");
@@ -208,7 +204,7 @@ async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
         let r = c.request(id, "tools/call", json!({"name": "remote__flaky", "arguments": failing})).await;
         assert!(r.raw.contains("transient failure") || r.raw.contains("isError"), "{}", r.raw);
     }
-    assert_eq!(calls(&remote, "flaky"), 3);
+    assert_eq!(remote.calls("flaky"), 3);
 
     // Open: answered at once, naming the tool and when to retry; the upstream sees nothing.
     let started = Instant::now();
@@ -217,7 +213,7 @@ async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
     assert_eq!(refused["isError"], true);
     let text = text_of(&refused);
     assert!(text.contains("remote__flaky") && text.contains("retry in"), "{text}");
-    assert_eq!(calls(&remote, "flaky"), 3);
+    assert_eq!(remote.calls("flaky"), 3);
 
     // Other tools of the same upstream keep working; the open tool is hidden.
     assert_eq!(text_of(&c.call_tool(11, "remote__echo", json!({"message": "fine"})).await), "fine");
@@ -240,7 +236,7 @@ async fn a_failing_tool_is_cut_off_by_its_breaker_while_other_tools_work() {
     assert_eq!(text_of(&probe), "ok after 0 failures", "{probe}");
     let after = c.call_tool(14, "remote__flaky", json!({"key": "fresh2", "fail_first": 0})).await;
     assert_eq!(text_of(&after), "ok after 0 failures");
-    assert_eq!(calls(&remote, "flaky"), 5);
+    assert_eq!(remote.calls("flaky"), 5);
     let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
     let tool = status["breakers"].as_array().unwrap().iter().find(|b| b["tool"] == "flaky").cloned().unwrap();
     assert_eq!(tool["state"], "closed");
@@ -269,7 +265,7 @@ async fn a_second_endpoint_takes_over_when_the_first_dies() {
     for id in 0..20 {
         assert_eq!(text_of(&c.call_tool(id, "replicated__echo", json!({"message": "m"})).await), "m");
     }
-    let (a, b) = (calls(&first, "echo"), calls(&second, "echo"));
+    let (a, b) = (first.calls("echo"), second.calls("echo"));
     assert!(a > 0 && b > 0, "requests are balanced: {a} / {b}");
 
     first.proc.stop(Duration::from_secs(2)).await;
@@ -279,7 +275,7 @@ async fn a_second_endpoint_takes_over_when_the_first_dies() {
         let read = c.request(1000 + id, "resources/read", json!({"uri": "demo://readme"})).await;
         assert!(read.response().get("result").is_some(), "{}", read.raw);
     }
-    assert!(calls(&second, "echo") >= 40 + b);
+    assert!(second.calls("echo") >= 40 + b);
     let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
     assert_eq!(status["upstreams"]["replicated"]["endpoints_ejected"], json!([true, false]), "{status}");
 }

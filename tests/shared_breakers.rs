@@ -39,10 +39,6 @@ fn text_of(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-fn calls(demo: &DemoUpstream, tool: &str) -> usize {
-    demo.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
-}
-
 async fn metrics(gw: &Seawall) -> String {
     reqwest::get(format!("{}/metrics", gw.admin_url)).await.expect("metrics").text().await.expect("body")
 }
@@ -88,11 +84,6 @@ async fn trip(c: &Client) {
     }
 }
 
-fn tool_names(reply: &mcp_client::Reply) -> Vec<String> {
-    let tools = reply.result()["tools"].as_array().cloned().unwrap_or_default();
-    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
-}
-
 fn log_count(gw: &Seawall, text: &str) -> usize {
     gw.proc.output().lines().filter(|l| l.contains(text)).count()
 }
@@ -128,12 +119,12 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     until_connected(&b, true).await;
     let (ca, cb) = (Client::connect(&a.url, json!({})).await, Client::connect(&b.url, json!({})).await);
     let (_, mut b_stream) = cb.open_stream().await;
-    assert!(tool_names(&cb.request(1, "tools/list", json!({})).await).contains(&"remote__flaky".to_owned()));
+    assert!(cb.request(1, "tools/list", json!({})).await.tool_names().contains(&"remote__flaky".to_owned()));
 
     trip(&ca).await;
     assert_eq!(state(&a, "flaky").await, "open");
     let opened = until_state(&b, "flaky", "open", WITHIN).await;
-    assert_eq!(calls(&demo, "flaky"), 3, "only A's calls reached the upstream");
+    assert_eq!(demo.calls("flaky"), 3, "only A's calls reached the upstream");
 
     // B refuses the tool at once, as if its own breaker had opened; the upstream sees nothing.
     let started = Instant::now();
@@ -142,13 +133,13 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     assert_eq!(refused["isError"], true, "{refused}");
     let text = text_of(&refused);
     assert!(text.contains("remote__flaky") && text.contains("retry in"), "{text}");
-    assert_eq!(calls(&demo, "flaky"), 3);
+    assert_eq!(demo.calls("flaky"), 3);
     let on_b = breaker(&b, "flaky").await.expect("B's breaker");
     assert_eq!(on_b["reason"], "replica", "{on_b}");
     assert!(on_b["retry_in_ms"].as_u64().is_some_and(|ms| ms <= 2_400), "the break left, not more: {on_b}");
     // Other tools of B keep working; the open tool is hidden and B's clients are told.
     assert_eq!(text_of(&cb.call_tool(3, "remote__echo", json!({"message": "fine"})).await), "fine");
-    let listed = tool_names(&cb.request(4, "tools/list", json!({})).await);
+    let listed = cb.request(4, "tools/list", json!({})).await.tool_names();
     assert!(!listed.contains(&"remote__flaky".to_owned()) && listed.contains(&"remote__echo".to_owned()), "{listed:?}");
     assert!(common::tools_list_changed(&mut b_stream).await, "B's clients hear list_changed");
 
@@ -163,7 +154,7 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     assert_eq!(on_b["reason"], "replica", "closed by A's probe, not by one of B's: {on_b}");
     let after = cb.call_tool(6, "remote__flaky", json!({"key": "fresh2", "fail_first": 0})).await;
     assert_eq!(text_of(&after), "ok after 0 failures");
-    assert_eq!(calls(&demo, "flaky"), 5, "A's probe and B's call after the close");
+    assert_eq!(demo.calls("flaky"), 5, "A's probe and B's call after the close");
     eprintln!("propagation (open, close): {opened:?}, {closed:?}");
 
     let counted = metrics(&b).await;
@@ -193,7 +184,7 @@ async fn an_operator_hold_on_one_replica_isolates_the_tool_everywhere_with_its_r
     until_connected(&b, true).await;
     let cb = Client::connect(&b.url, json!({})).await;
     assert_eq!(text_of(&cb.call_tool(1, "remote__echo", json!({"message": "before"})).await), "before");
-    let echoed = calls(&demo, "echo");
+    let echoed = demo.calls("echo");
 
     let reason = "bad deploy, back at 14:00 UTC";
     let path = "/admin/upstreams/remote/tools/echo/breaker";
@@ -213,7 +204,7 @@ async fn an_operator_hold_on_one_replica_isolates_the_tool_everywhere_with_its_r
             );
             assert_eq!(error["data"]["reason"], reason, "{}", refused.raw);
             assert_eq!(breaker(&b, "echo").await.expect("held")["forced"], json!({"state": "open", "reason": reason}));
-            assert_eq!(calls(&demo, "echo"), echoed, "no upstream traffic from B while isolated");
+            assert_eq!(demo.calls("echo"), echoed, "no upstream traffic from B while isolated");
         }
         post(&a, &format!("{path}/close"), json!({})).await;
         let started = Instant::now();
@@ -243,7 +234,7 @@ async fn a_replica_started_after_a_breaker_opened_sees_it_open() {
     let ca = Client::connect(&a.url, json!({})).await;
     trip(&ca).await;
     post(&a, "/admin/upstreams/remote/tools/echo/breaker/open", json!({"reason": "isolated before B started"})).await;
-    let (flaky, echo) = (calls(&demo, "flaky"), calls(&demo, "echo"));
+    let (flaky, echo) = (demo.calls("flaky"), demo.calls("echo"));
 
     let b = Seawall::start(&config).await;
     until_connected(&b, true).await;
@@ -252,11 +243,11 @@ async fn a_replica_started_after_a_breaker_opened_sees_it_open() {
     assert!(text_of(&refused).contains("retry in"), "{refused}");
     let isolated = cb.call_tool(2, "remote__echo", json!({"message": "x"})).await;
     assert!(text_of(&isolated).contains("isolated by the operator: isolated before B started"), "{isolated}");
-    assert_eq!((calls(&demo, "flaky"), calls(&demo, "echo")), (flaky, echo), "B sent nothing upstream");
+    assert_eq!((demo.calls("flaky"), demo.calls("echo")), (flaky, echo), "B sent nothing upstream");
     let on_b = breaker(&b, "flaky").await.expect("B's breaker");
     let left = on_b["retry_in_ms"].as_u64().unwrap_or(0);
     assert!(left > 20_000 && left <= 36_000, "the break left on A, read on Redis's clock: {on_b}");
-    let listed = tool_names(&cb.request(3, "tools/list", json!({})).await);
+    let listed = cb.request(3, "tools/list", json!({})).await.tool_names();
     assert!(!listed.iter().any(|t| t == "remote__flaky" || t == "remote__echo"), "{listed:?}");
 }
 
@@ -312,11 +303,11 @@ async fn breakers_not_marked_shared_stay_per_replica() {
     assert_eq!(state(&a, "flaky").await, "open");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!((state(&b, "flaky").await, state(&b, "echo").await), ("closed".into(), "closed".into()));
-    let flaky = calls(&demo, "flaky");
+    let flaky = demo.calls("flaky");
     let fresh = cb.call_tool(1, "remote__flaky", json!({"key": "b", "fail_first": 0})).await;
     assert_eq!(text_of(&fresh), "ok after 0 failures");
     assert_eq!(text_of(&cb.call_tool(2, "remote__echo", json!({"message": "b"})).await), "b");
-    assert_eq!(calls(&demo, "flaky"), flaky + 1, "B called the upstream");
+    assert_eq!(demo.calls("flaky"), flaky + 1, "B called the upstream");
     for gw in [&a, &b] {
         assert!(!metrics(gw).await.contains("seawall_breaker_sharing_connected"), "no link without shared breakers");
     }

@@ -60,6 +60,11 @@ impl DemoUpstream {
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record line {l:?}: {e}")))
             .collect()
     }
+
+    /// How many calls of `tool` the demo recorded (with `record` on).
+    pub fn calls(&self, tool: &str) -> usize {
+        self.recorded().iter().filter(|e| e["event"] == "call" && e["tool"] == tool).count()
+    }
 }
 
 /// `@modelcontextprotocol/server-everything` in streamableHttp mode, on 127.0.0.1 and a

@@ -49,6 +49,12 @@ impl Reply {
         self.messages.iter().filter(|m| m["method"] == method && m.get("id").is_none()).collect()
     }
 
+    /// The names in a `tools/list` result.
+    pub fn tool_names(&self) -> Vec<String> {
+        let tools = self.result()["tools"].as_array().cloned().unwrap_or_default();
+        tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+    }
+
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<String> {
         self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
