@@ -53,8 +53,6 @@ async fn names(c: &Client, method: &str, key: &str, field: &str) -> Vec<String> 
     entries.iter().filter_map(|e| e[field].as_str().map(str::to_owned)).collect()
 }
 
-/// How many `tools/call`s of `tool` the demo upstream saw.
-
 fn error_of(reply: &mcp_client::Reply) -> (Value, String) {
     let error = reply.error();
     (error["code"].clone(), error["message"].as_str().unwrap_or_default().to_owned())
