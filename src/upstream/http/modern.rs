@@ -28,8 +28,10 @@ use crate::mcp::modern::{self as era, MODERN_VERSIONS};
 /// The modern version the link speaks.
 const VERSION: &str = "2026-07-28";
 
-/// Longest wait for the upstream to acknowledge a (re)opened listen stream.
-const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Longest wait for the upstream to acknowledge a (re)opened listen stream (a client is
+/// told it is subscribed only once the upstream listens, unless the upstream takes longer
+/// than this: on a loaded machine 2 s was seen not to be enough).
+const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The first message of a `subscriptions/listen` stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
