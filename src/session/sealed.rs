@@ -186,6 +186,9 @@ impl SessionKeys {
         let mut state = state.clone();
         state.client_info = bounded_client_info(&state.client_info);
         let plaintext = serde_json::to_vec(&state).ok()?;
+        // A state that would not read back (an object key serde_json keeps for itself)
+        // is not sealed: an id must open to what it was made from.
+        serde_json::from_slice::<SealedSession>(&plaintext).ok()?;
         self.seal(SESSION_PURPOSE, plaintext)
     }
 
@@ -318,6 +321,16 @@ mod tests {
         assert_ne!(id, keys.seal_session(&state()).unwrap(), "a fresh nonce for every id");
         // A typical one-upstream session stays well under the cap.
         assert!(id.len() < 600, "{} characters", id.len());
+    }
+
+    #[test]
+    fn a_state_that_does_not_read_back_is_not_sealed() {
+        // serde_json keeps these object keys for its own numbers and raw values: such a
+        // state would seal to an id that opens to nothing.
+        for key in ["$serde_json::private::Number", "$serde_json::private::RawValue"] {
+            let odd = SealedSession { capabilities: json!({"x": {key: true}}), ..state() };
+            assert_eq!(keys(1).seal_session(&odd), None, "{key}");
+        }
     }
 
     #[test]
