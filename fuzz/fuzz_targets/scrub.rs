@@ -51,21 +51,19 @@ fuzz_target!(|data: &[u8]| {
     let after = String::from_utf8_lossy(&rest[at..]);
     let pieces = pieces(secret);
     // The surrounding text may not bring its own copy, which need not look like a secret:
-    // as it is, or as the sanitiser leaves it (escape sequences stripped, so that the
-    // pieces around one meet; controls written as `\xNN`, whose digits may start one).
-    let around = [
-        before.to_string(),
-        after.to_string(),
-        sanitize::scrub(&before),
-        sanitize::scrub(&after),
-        sanitize::sanitize(&before, 8192),
-        sanitize::sanitize(&after, 8192),
-    ];
+    // as it is, with the space that sets the secret off, or as the sanitiser leaves it
+    // (escape sequences stripped, so that the pieces around one meet; controls written as
+    // `\xNN`, whose digits may start one).
+    let (before, after) = (format!("{before} "), format!(" {after}"));
+    let around: Vec<String> = [&before, &after]
+        .into_iter()
+        .flat_map(|text| [text.clone(), sanitize::scrub(text), sanitize::sanitize(text, 8192)])
+        .collect();
     let brought = |piece: &&str| around.iter().any(|text| text.contains(piece));
     if pieces.iter().any(brought) {
         return;
     }
-    let input = format!("{before} {planted} {after}");
+    let input = format!("{before}{planted}{after}");
     for out in [sanitize::scrub(&input), sanitize::sanitize(&input, 8192)] {
         for piece in &pieces {
             assert!(!out.contains(piece), "{piece:?} of {secret:?} survived in {out:?}");
