@@ -414,3 +414,23 @@ mod socket_addr {
         d.deserialize_option(MaybeAddr)
     }
 }
+
+impl Config {
+    /// The Redis URL breakers are shared through: `breaker_sharing.redis`, else the rate
+    /// limits' Redis. `None` when neither is set (or the one set is not a valid URL,
+    /// which validation reports).
+    pub fn breaker_sharing_redis(&self) -> Option<String> {
+        match &self.breaker_sharing.redis {
+            Some(url) => super::breaker_sharing::redis_url(url).ok(),
+            None => match self.rate_limits.backend() {
+                Ok(super::rate_limit::RateBackend::Redis(url)) => Some(url),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether any upstream's breakers are `shared`.
+    pub fn shares_breakers(&self) -> bool {
+        self.upstreams.iter().any(|up| up.breaker(&self.defaults.breaker).shared)
+    }
+}

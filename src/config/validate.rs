@@ -48,7 +48,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
     let separator = separator_ok.then_some(config.name_separator.as_str());
     check_upstreams(&config.upstreams, separator, written, &mut out);
     super::rate_limit::check_rate_limits(&config.rate_limits, &mut out);
-    super::breaker_sharing::check_breaker_sharing(config, &mut out);
+    check_breaker_sharing(config, &mut out);
     super::authorization::check_authorization(&config.authorization, &mut out);
     super::trace::check_tracing(&config.tracing, &mut out);
     if config.cache.enabled {
@@ -445,5 +445,38 @@ fn positive(path: &FieldPath, value: Duration, out: &mut Vec<Problem>) {
 fn nonzero(path: &FieldPath, value: usize, out: &mut Vec<Problem>) {
     if value == 0 {
         out.push(Problem::new(path.clone(), "must be at least 1"));
+    }
+}
+
+/// Checks the Redis URL and the prefix, and that every `shared: true` has a Redis to
+/// share through.
+fn check_breaker_sharing(config: &Config, out: &mut Vec<Problem>) {
+    let at = FieldPath::root().key("breaker_sharing");
+    let sharing = &config.breaker_sharing;
+    if let Some(Err(why)) = sharing.redis.as_deref().map(super::breaker_sharing::redis_url) {
+        out.push(Problem::new(at.key("redis"), why));
+    }
+    let prefix = &sharing.prefix;
+    if prefix.is_empty()
+        || prefix.len() > super::breaker_sharing::MAX_PREFIX
+        || !prefix.bytes().all(|b| b.is_ascii_graphic())
+    {
+        let why =
+            format!("must be 1 to {} bytes of printable ASCII without spaces", super::breaker_sharing::MAX_PREFIX);
+        out.push(Problem::new(at.key("prefix"), why));
+    }
+    // An invalid URL is reported above; a missing one is reported where sharing is asked.
+    if sharing.redis.is_some() || config.breaker_sharing_redis().is_some() {
+        return;
+    }
+    let why = "needs a Redis to share through: set breaker_sharing.redis, or a redis:// rate_limits.backend";
+    if config.defaults.breaker.shared {
+        out.push(Problem::new(FieldPath::root().key("defaults").key("breaker").key("shared"), why));
+    }
+    for (i, up) in config.upstreams.iter().enumerate() {
+        if up.breaker.is_some_and(|b| b.shared == Some(true)) {
+            let path = FieldPath::root().key("upstreams").index(i).key("breaker").key("shared");
+            out.push(Problem::new(path, why));
+        }
     }
 }
