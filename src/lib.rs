@@ -18,6 +18,7 @@ pub mod demo;
 pub(crate) mod downstream;
 pub mod errors;
 pub(crate) mod gateway;
+mod hashing;
 pub mod jsonrpc;
 pub(crate) mod mcp;
 #[doc(hidden)] // public for the fuzz targets in fuzz/

@@ -32,6 +32,8 @@ pub struct Cpu {
     pub proxy: Duration,
     pub upstream: Duration,
     pub generator: Duration,
+    /// Context switches of the proxy's threads: how often it slept and was woken.
+    pub proxy_switches: u64,
 }
 
 impl Watched {
@@ -40,6 +42,7 @@ impl Watched {
             proxy: procs::cpu_time(&self.proxy),
             upstream: procs::cpu_time(&self.upstream),
             generator: procs::cpu_time(&[std::process::id()]),
+            proxy_switches: procs::context_switches(&self.proxy),
         }
     }
 }
@@ -75,6 +78,11 @@ impl Figures {
         self.latencies[rank - 1] as f64 / 1e6
     }
 
+    /// The proxy's context switches per answered call.
+    pub fn switches_per_call(&self) -> f64 {
+        self.cpu.proxy_switches as f64 / self.calls().max(1) as f64
+    }
+
     /// CPU µs per answered call.
     pub fn per_call(&self, cpu: Duration) -> f64 {
         cpu.as_secs_f64() * 1e6 / self.calls().max(1) as f64
@@ -88,6 +96,7 @@ impl Figures {
         self.cpu.proxy += other.cpu.proxy;
         self.cpu.upstream += other.cpu.upstream;
         self.cpu.generator += other.cpu.generator;
+        self.cpu.proxy_switches += other.cpu.proxy_switches;
         self.wrong += other.wrong;
         for e in other.examples {
             if self.examples.len() < 5 {
@@ -336,5 +345,6 @@ fn diff(before: Cpu, after: Cpu) -> Cpu {
         proxy: after.proxy.saturating_sub(before.proxy),
         upstream: after.upstream.saturating_sub(before.upstream),
         generator: after.generator.saturating_sub(before.generator),
+        proxy_switches: after.proxy_switches.saturating_sub(before.proxy_switches),
     }
 }

@@ -10,7 +10,10 @@
 //! (`cargo bench --bench side_by_side`); `--quick` shortens every run for a smoke test.
 //! The upstream is the bench's own echo server (`echo.rs`, one thread), so that it is
 //! never what limits a run; the demo upstream is measured directly for comparison.
-//! `SEAWALL_BENCH_BIN=/path/to/seawall` measures that binary as the gateway.
+//! `SEAWALL_BENCH_BIN=/path/to/seawall` measures that binary as the gateway;
+//! `SEAWALL_BENCH_BASELINE=/path/to/another/seawall` adds that one as a row of the same
+//! rounds (a change's before and after in one run), `SEAWALL_BENCH_ROUNDS=N` sets the
+//! rounds of the closed-loop runs, and `--calls-only` skips all but the proxied calls.
 
 mod client;
 mod echo;
@@ -53,6 +56,8 @@ pub struct Durations {
     pub open_rounds: usize,
     pub open: Duration,
     list_calls: usize,
+    /// Only the proxied calls (`--calls-only`): a quicker comparison of builds.
+    calls_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -71,7 +76,7 @@ fn main() -> ExitCode {
         println!("side-by-side benchmark: run it with `scripts/bench` or `cargo bench --bench side_by_side`");
         return ExitCode::SUCCESS;
     }
-    let durations = if args.iter().any(|a| a == "--quick") {
+    let mut durations = if args.iter().any(|a| a == "--quick") {
         Durations {
             rounds: 1,
             warmup: Duration::from_millis(300),
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
             open_rounds: 1,
             open: Duration::from_secs(2),
             list_calls: 50,
+            calls_only: false,
         }
     } else {
         Durations {
@@ -88,8 +94,13 @@ fn main() -> ExitCode {
             open_rounds: 5,
             open: Duration::from_secs(2),
             list_calls: 300,
+            calls_only: false,
         }
     };
+    durations.calls_only = args.iter().any(|a| a == "--calls-only");
+    if let Some(rounds) = std::env::var("SEAWALL_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()) {
+        durations.rounds = rounds;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let wrong = runtime.block_on(run(&durations));
     if wrong > 0 {
@@ -122,10 +133,14 @@ async fn measure(d: &Durations, dir: &Path) -> u64 {
     };
     let mut report = Report::new(&bins.gateway);
     proxied_calls(d, dir, &bins, &mut report).await;
-    aggregated_list(d, dir, &bins, &mut report).await;
-    stdio_upstream(d, dir, &bins, &mut report).await;
-    idle_sessions(dir, &bins, &mut report).await;
-    report.finish(&Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/bench-latency.svg"))
+    if !d.calls_only {
+        aggregated_list(d, dir, &bins, &mut report).await;
+        stdio_upstream(d, dir, &bins, &mut report).await;
+        idle_sessions(dir, &bins, &mut report).await;
+    }
+    // A partial run's plot is not the README's.
+    let plot = if d.calls_only { "target/bench/calls-only-latency.svg" } else { "dashboards/bench-latency.svg" };
+    report.finish(&Path::new(env!("CARGO_MANIFEST_DIR")).join(plot))
 }
 
 /// `tools/call echo` directly, through nginx and through seawall: closed-loop, then
@@ -166,6 +181,13 @@ async fn proxied_calls(d: &Durations, dir: &Path, bins: &Bins, report: &mut Repo
     let seawall = Some(vec![gw.pid()]);
     rows.push((Row::new("seawall /mcp/echo", seawall.clone()), target(gw_ep.at("/mcp/echo"), "echo"), via(&gw)));
     rows.push((Row::new("seawall /mcp", seawall), target(gw_ep.clone(), "echo__echo"), via(&gw)));
+    // Another build of seawall, measured in the same rounds: a change's before and after.
+    let baseline = std::env::var_os("SEAWALL_BENCH_BASELINE")
+        .map(|bin| start_gateway(Path::new(&bin), dir, "seawall-baseline", &single_upstream(&echo_url, "")));
+    if let Some((base, base_url)) = &baseline {
+        let ep = Endpoint::parse(base_url).at("/mcp/echo");
+        rows.push((Row::new("baseline /mcp/echo", Some(vec![base.pid()])), target(ep, "echo"), via(base)));
+    }
 
     let all: Vec<_> = rows.iter().map(|(_, t, w)| (t, w)).collect();
     let closed = in_rounds(d.rounds, &all, |t, w| load::closed_loop(t, CONNECTIONS, d.warmup, d.closed, w)).await;

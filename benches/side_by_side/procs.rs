@@ -133,6 +133,28 @@ pub fn cpu_time(pids: &[u32]) -> Duration {
     Duration::from_micros(ticks * 1_000_000 / clock_ticks_per_sec())
 }
 
+/// Context switches (voluntary and not) of every thread of `pids`, from
+/// `/proc/PID/task/TID/status`.
+pub fn context_switches(pids: &[u32]) -> u64 {
+    let mut total = 0;
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            total += status
+                .lines()
+                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    total
+}
+
 /// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`), summed over `pids`.
 pub fn status_kib(pids: &[u32], field: &str) -> u64 {
     pids.iter()

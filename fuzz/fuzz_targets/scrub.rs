@@ -53,11 +53,12 @@ fuzz_target!(|data: &[u8]| {
     // The surrounding text may not bring its own copy, which need not look like a secret:
     // as it is, with the space that sets the secret off, or as the sanitiser leaves it
     // (escape sequences stripped, so that the pieces around one meet; controls written as
-    // `\xNN`, whose digits may start one).
+    // `\xNN`, whose digits may start one — also where the sanitiser, seeing the text
+    // alone, would have dropped it, as a trace line at its start).
     let (before, after) = (format!("{before} "), format!(" {after}"));
     let around: Vec<String> = [&before, &after]
         .into_iter()
-        .flat_map(|text| [text.clone(), sanitize::scrub(text), sanitize::sanitize(text, 8192)])
+        .flat_map(|text| [text.clone(), sanitize::scrub(text), sanitize::sanitize(text, 8192), escaped(text)])
         .collect();
     let brought = |piece: &&str| around.iter().any(|text| text.contains(piece));
     if pieces.iter().any(brought) {
@@ -70,6 +71,13 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// `text` with every byte but printable ASCII written `\xNN`, as the sanitiser writes it.
+fn escaped(text: &str) -> String {
+    text.bytes()
+        .map(|c| if (0x20..=0x7e).contains(&c) { char::from(c).to_string() } else { format!("\\x{c:02x}") })
+        .collect()
+}
 
 /// The secret and, when it is long, every 12-byte piece of it: a recognisable part.
 fn pieces(secret: &str) -> Vec<&str> {

@@ -1,24 +1,37 @@
 //! The deadline of one request: when it started and when it must be over. The deadline
 //! layer sets and extends it; the retry and attempt layers read it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
+
+use super::Activity;
 
 /// One request's deadline, shared by the layers that handle it.
 #[derive(Debug)]
 pub struct Clock {
     started: Instant,
     deadline: Mutex<Instant>,
+    /// Progress that moves the deadline, once the deadline layer has said how.
+    extension: OnceLock<Extension>,
+}
+
+/// How progress moves a deadline: to at least `idle` after the last progress, never past
+/// `max` after the start.
+#[derive(Debug)]
+struct Extension {
+    activity: Arc<Activity>,
+    idle: Duration,
+    max: Duration,
 }
 
 impl Clock {
     /// A clock whose deadline is `timeout` from now.
     pub fn new(timeout: Duration) -> Arc<Clock> {
         let now = Instant::now();
-        Arc::new(Clock { started: now, deadline: Mutex::new(now + timeout) })
+        Arc::new(Clock { started: now, deadline: Mutex::new(now + timeout), extension: OnceLock::new() })
     }
 
     /// When the request started.
@@ -26,9 +39,22 @@ impl Clock {
         self.started
     }
 
-    /// The current deadline.
+    /// The current deadline: the one set, moved by progress when progress extends it.
     pub fn deadline(&self) -> Instant {
-        *self.deadline.lock()
+        let set = *self.deadline.lock();
+        let Some(extension) = self.extension.get() else {
+            return set;
+        };
+        match extension.activity.last_progress() {
+            Some(at) => set.max(at + extension.idle).min(self.started + extension.max),
+            None => set,
+        }
+    }
+
+    /// From now on each progress `activity` records moves the deadline to at least `idle`
+    /// after it, never past `max` after the start. Only the first call counts.
+    pub fn extend_on_progress(&self, activity: Arc<Activity>, idle: Duration, max: Duration) {
+        let _ = self.extension.set(Extension { activity, idle, max });
     }
 
     /// Moves the deadline.

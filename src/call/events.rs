@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::jsonrpc::{Notification, Request};
 use crate::mcp::method;
@@ -83,15 +85,21 @@ impl EventSink {
 
 /// Counts what an upstream says about one call, so the deadline can be extended on
 /// progress and the retry layer knows whether anything reached the client.
+///
+/// Progress is a time, not a signal: the layers whose deadlines it extends read it when
+/// their timers fire, so a call costs no channel and a progress notification wakes no one.
 #[derive(Debug)]
 pub struct Activity {
     relayed: AtomicU64,
-    progress: tokio::sync::watch::Sender<u64>,
+    /// When the last progress notification came, as nanoseconds after `origin` plus one;
+    /// 0 while none has.
+    progressed: AtomicU64,
+    origin: Instant,
 }
 
 impl Default for Activity {
     fn default() -> Self {
-        Activity { relayed: AtomicU64::new(0), progress: tokio::sync::watch::Sender::new(0) }
+        Activity { relayed: AtomicU64::new(0), progressed: AtomicU64::new(0), origin: Instant::now() }
     }
 }
 
@@ -102,7 +110,8 @@ impl Activity {
             UpstreamEvent::Notification(n) => {
                 self.relayed.fetch_add(1, Ordering::Relaxed);
                 if n.method == method::PROGRESS {
-                    self.progress.send_modify(|n| *n += 1);
+                    let since = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+                    self.progressed.fetch_max(since + 1, Ordering::AcqRel);
                 }
             }
             UpstreamEvent::Request(_) => {
@@ -117,9 +126,11 @@ impl Activity {
         self.relayed.load(Ordering::Relaxed)
     }
 
-    /// A receiver that sees every progress notification from now on; each layer that
-    /// reacts to progress holds its own, so none misses one.
-    pub fn progress(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.progress.subscribe()
+    /// When the last progress notification came, if one has.
+    pub fn last_progress(&self) -> Option<Instant> {
+        match self.progressed.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.origin + Duration::from_nanos(n - 1)),
+        }
     }
 }

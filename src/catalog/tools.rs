@@ -1,13 +1,13 @@
 //! What the gateway knows of each upstream's tools, learnt from the `tools/list` results
 //! that pass through it (or that it asks for itself): annotations and schemas.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::hashing::Map as HashMap;
 use crate::validation::SchemaKey;
 
 /// What the gateway knows of one tool.

@@ -88,17 +88,27 @@ pub(super) struct Accepts {
 }
 
 pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
-    let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
-    if values.is_empty() {
+    let mut values = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).peekable();
+    if values.peek().is_none() {
         return Accepts { json: true, sse: true };
     }
-    let has = |ty: &str| {
-        values.iter().flat_map(|v| v.split(',')).any(|item| {
-            let media = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-            media == ty || media == "*/*" || (media.ends_with("/*") && ty.starts_with(&media[..media.len() - 1]))
+    let mut accepts = Accepts { json: false, sse: false };
+    for item in values.flat_map(|v| v.split(',')) {
+        let media = item.split(';').next().unwrap_or("").trim();
+        accepts.json |= covers(media, "application/json");
+        accepts.sse |= covers(media, "text/event-stream");
+    }
+    accepts
+}
+
+/// Whether the media range `range` of an `Accept` header (`type/subtype`, `type/*` or
+/// `*/*`, in any case) takes the media type `ty` (lower case).
+fn covers(range: &str, ty: &str) -> bool {
+    range.eq_ignore_ascii_case(ty)
+        || range == "*/*"
+        || range.strip_suffix("/*").is_some_and(|main| {
+            ty.len() > main.len() && ty.as_bytes()[main.len()] == b'/' && ty[..main.len()].eq_ignore_ascii_case(main)
         })
-    };
-    Accepts { json: has("application/json"), sse: has("text/event-stream") }
 }
 
 /// Exactly one `Content-Type`, of media type `application/json` (parameters allowed).
@@ -279,6 +289,19 @@ mod tests {
         h.insert(header::ACCEPT, HeaderValue::from_static("application/*;q=0.9"));
         let a = accepts(&h);
         assert!(a.json && !a.sse);
+        h.insert(header::ACCEPT, HeaderValue::from_static("Application/JSON; charset=utf-8,TEXT/*"));
+        let a = accepts(&h);
+        assert!(a.json && a.sse);
+        for range in ["applicatio/*", "application*", "/*", "text/event-stream/*"] {
+            h.insert(header::ACCEPT, HeaderValue::from_str(range).expect("header"));
+            let a = accepts(&h);
+            assert!(!a.json && !a.sse, "{range}");
+        }
+        h.remove(header::ACCEPT);
+        h.append(header::ACCEPT, HeaderValue::from_static("text/html"));
+        h.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        let a = accepts(&h);
+        assert!(!a.json && a.sse);
     }
 
     #[test]

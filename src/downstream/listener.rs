@@ -13,6 +13,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,6 @@ use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
@@ -179,9 +179,9 @@ struct Connection<A> {
 impl<A: App> Connection<A> {
     async fn run(self, stream: TcpStream, _slot: Slot) {
         let _ = stream.set_nodelay(true);
-        let (busy_tx, busy_rx) = watch::channel(0usize);
-        let busy = Arc::new(busy_tx);
+        let busy = Arc::new(Activity::new());
         let (app, peer) = (self.app, self.peer);
+        let watched = Arc::clone(&busy);
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(PeerAddr(peer));
             let guard = Busy::new(&busy);
@@ -203,7 +203,7 @@ impl<A: App> Connection<A> {
                 }
                 return;
             }
-            () = idle(busy_rx, self.limits.idle_timeout) => IDLE_CLOSE,
+            () = idle(&watched, self.limits.idle_timeout) => IDLE_CLOSE,
             () = self.stop.cancelled() => self.limits.drain,
         };
         conn.as_mut().graceful_shutdown();
@@ -211,32 +211,60 @@ impl<A: App> Connection<A> {
     }
 }
 
+/// What a connection is doing: its requests in flight (their response bodies included)
+/// and when the last one ended. Requests only count; the idle watch looks at the counts
+/// when its timer fires, so a request costs no wake-up and no timer of its own.
+struct Activity {
+    busy: AtomicUsize,
+    /// When the last request ended, in milliseconds since `origin`.
+    last_ended: AtomicU64,
+    origin: Instant,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity { busy: AtomicUsize::new(0), last_ended: AtomicU64::new(0), origin: Instant::now() }
+    }
+
+    /// When the connection became idle, if it is.
+    fn idle_since(&self) -> Option<Instant> {
+        (self.busy.load(Ordering::Acquire) == 0)
+            .then(|| self.origin + Duration::from_millis(self.last_ended.load(Ordering::Acquire)))
+    }
+}
+
 /// Resolves once no request has been in flight for `timeout`.
-async fn idle(mut busy: watch::Receiver<usize>, timeout: Duration) {
+async fn idle(activity: &Activity, timeout: Duration) {
+    let mut deadline = Instant::now() + timeout;
     loop {
-        if busy.wait_for(|n| *n == 0).await.is_err() {
-            return std::future::pending().await;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(timeout) => return,
-            changed = busy.changed() => if changed.is_err() { return std::future::pending().await },
+        tokio::time::sleep_until(deadline.into()).await;
+        let now = Instant::now();
+        match activity.idle_since() {
+            Some(since) if since + timeout <= now => return,
+            Some(since) => deadline = since + timeout,
+            None => deadline = now + timeout,
         }
     }
 }
 
 /// A request in flight on a connection, until its response body is done.
-struct Busy(Arc<watch::Sender<usize>>);
+struct Busy(Arc<Activity>);
 
 impl Busy {
-    fn new(tx: &Arc<watch::Sender<usize>>) -> Busy {
-        tx.send_modify(|n| *n += 1);
-        Busy(Arc::clone(tx))
+    fn new(activity: &Arc<Activity>) -> Busy {
+        activity.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(activity))
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        let activity = &self.0;
+        let ended = u64::try_from(activity.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // When it ended first, then that it ended: the watch never sees it idle since
+        // an older time.
+        activity.last_ended.fetch_max(ended, Ordering::AcqRel);
+        activity.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

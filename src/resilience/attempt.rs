@@ -105,8 +105,9 @@ where
         let timeout = self.timeout.filter(|_| req.idempotent);
         let mut attempt_deadline = timeout.map(|t| Instant::now() + t);
         req.attempt_deadline = Some(attempt_deadline.map_or(req.clock.deadline(), |a| a.min(req.clock.deadline())));
-        // Progress only matters when it restarts an attempt timeout.
-        let mut progress = timeout.and_then(|_| req.events.activity().map(|a| a.progress()));
+        // Progress only matters when it restarts an attempt timeout: then an attempt
+        // ends `timeout` after it started or after the last progress, whichever is later.
+        let activity = timeout.and_then(|_| req.events.activity().cloned());
         let span = self.traced.then(|| spans::attempt(&req));
         if span.is_some() || req.trace.context.is_some() {
             propagate(&mut req, span.as_ref());
@@ -118,23 +119,26 @@ where
         let attempt = async move {
             tokio::pin!(fut);
             let result = loop {
+                if let (Some(t), Some(at), Some(progressed)) =
+                    (timeout, attempt_deadline, activity.as_ref().and_then(|a| a.last_progress()))
+                {
+                    attempt_deadline = Some(at.max(progressed + t));
+                }
                 let until = attempt_deadline.map_or(clock.deadline(), |a| a.min(clock.deadline()));
                 tokio::select! {
                     biased;
                     result = &mut fut => break result,
-                    Some(Ok(())) = async { match progress.as_mut() { Some(p) => Some(p.changed().await), None => None } } => {
-                        attempt_deadline = timeout.map(|t| Instant::now() + t);
-                    }
                     _ = tokio::time::sleep_until(until) => {
                         if clock.expired() {
                             break Err(GatewayError::Timeout { upstream, after: clock.allowed() });
                         }
+                        let progressed = activity.as_ref().and_then(|a| a.last_progress());
                         if let (Some(after), Some(at)) = (timeout, attempt_deadline)
-                            && Instant::now() >= at
+                            && Instant::now() >= progressed.map_or(at, |p| at.max(p + after))
                         {
                             break Err(GatewayError::AttemptTimeout { upstream, after, endpoint });
                         }
-                        // The deadline moved (progress): keep waiting.
+                        // A deadline moved (progress): keep waiting.
                     }
                 }
             };

@@ -64,23 +64,10 @@ where
             // it, and the retry layer starts none that cannot finish before it.
             return Box::pin(self.inner.call(req));
         }
-        let clock = Arc::clone(&req.clock);
-        let (idle, max) = (self.timeouts.tool_idle, self.timeouts.tool_max);
-        let mut progress = activity.progress();
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            tokio::pin!(fut);
-            loop {
-                tokio::select! {
-                    biased;
-                    result = &mut fut => return result,
-                    Ok(()) = progress.changed() => {
-                        let now = tokio::time::Instant::now();
-                        clock.set_deadline(clock.deadline().max(now + idle).min(clock.started() + max));
-                    }
-                }
-            }
-        })
+        // Progress moves the deadline the layers below wait for; they read it when
+        // their timers fire.
+        req.clock.extend_on_progress(activity, self.timeouts.tool_idle, self.timeouts.tool_max);
+        Box::pin(self.inner.call(req))
     }
 }
 
@@ -89,9 +76,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use tower::{ServiceExt, service_fn};
+    use tower::{Layer, Service, ServiceExt, service_fn};
 
     use super::*;
+    use crate::resilience::attempt::AttemptLayer;
     use crate::resilience::testing::{call, ok};
 
     /// The deadline over the attempt layer, as the upstream stack has them.
@@ -107,7 +95,7 @@ mod tests {
                 ok()
             }
         });
-        let svc = DeadlineLayer::default().layer(crate::resilience::attempt::AttemptLayer::new(None).layer(inner));
+        let svc = DeadlineLayer::default().layer(AttemptLayer::new(None).layer(inner));
         let started = tokio::time::Instant::now();
         let err = svc.oneshot(call(true, Duration::from_secs(2))).await.unwrap_err();
         assert!(matches!(err, GatewayError::Timeout { after, .. } if after == Duration::from_secs(2)));
@@ -130,12 +118,56 @@ mod tests {
             #[allow(unreachable_code)]
             ok()
         });
-        let svc = DeadlineLayer::new(timeouts).layer(crate::resilience::attempt::AttemptLayer::new(None).layer(inner));
+        let svc = DeadlineLayer::new(timeouts).layer(AttemptLayer::new(None).layer(inner));
         let started = tokio::time::Instant::now();
         let req = crate::resilience::testing::call_to(Some("t"), false, Duration::from_secs(2));
         let err = svc.oneshot(req).await.unwrap_err();
         assert!(matches!(err, GatewayError::Timeout { .. }), "{err:?}");
         assert_eq!(started.elapsed(), Duration::from_secs(5), "kept alive by progress until tool_max");
+    }
+
+    /// A tool that reports progress at each of `at` (seconds after it starts), then
+    /// answers after `answer` seconds, or never.
+    fn reporting(
+        at: &'static [u64],
+        answer: Option<u64>,
+    ) -> impl Service<UpstreamCall, Response = Answer, Error = GatewayError, Future: Send> + Clone {
+        service_fn(move |req: UpstreamCall| async move {
+            let started = tokio::time::Instant::now();
+            for &s in at {
+                tokio::time::sleep_until(started + Duration::from_secs(s)).await;
+                let params = crate::jsonrpc::to_raw(&serde_json::json!({"progressToken": 1, "progress": s}));
+                let n = crate::jsonrpc::Notification { method: "notifications/progress".into(), params: Some(params) };
+                req.events.send(crate::call::UpstreamEvent::Notification(n));
+            }
+            match answer {
+                Some(s) => tokio::time::sleep_until(started + Duration::from_secs(s)).await,
+                None => std::future::pending().await,
+            }
+            ok()
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_restarts_an_attempt_timeout_and_silence_ends_it() {
+        let timeouts =
+            Timeouts { tool_idle: Duration::from_secs(60), tool_max: Duration::from_secs(60), ..Timeouts::default() };
+        let stack =
+            |inner| DeadlineLayer::new(timeouts).layer(AttemptLayer::new(Some(Duration::from_secs(2))).layer(inner));
+        // Progress every 1.5 s carries an idempotent attempt of 2 s to its answer at 7 s.
+        let svc = stack(reporting(&[1, 3, 4, 6], Some(7)));
+        let started = tokio::time::Instant::now();
+        let req = crate::resilience::testing::call_to(Some("t"), true, Duration::from_secs(30));
+        svc.oneshot(req).await.expect("kept alive by progress");
+        assert_eq!(started.elapsed(), Duration::from_secs(7));
+
+        // Progress at 1 s and 2 s, then silence: the attempt ends 2 s after the last.
+        let svc = stack(reporting(&[1, 2], None));
+        let started = tokio::time::Instant::now();
+        let req = crate::resilience::testing::call_to(Some("t"), true, Duration::from_secs(30));
+        let err = svc.oneshot(req).await.unwrap_err();
+        assert!(matches!(err, GatewayError::AttemptTimeout { .. }), "{err:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(4));
     }
 
     struct DropFlag(Arc<std::sync::atomic::AtomicBool>);

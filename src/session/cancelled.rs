@@ -5,12 +5,12 @@
 //! Streamable HTTP session keeps one, since its cancellations arrive on other POSTs
 //! than the requests they cancel.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::hashing::Map as HashMap;
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::{meta, method};
 

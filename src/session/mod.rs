@@ -8,7 +8,6 @@ mod resume;
 pub mod sealed;
 pub mod table;
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 pub use table::{SessionTable, mint_id};
 
 use crate::catalog::ResourceCatalog;
+use crate::hashing::Map as HashMap;
 use crate::jsonrpc::Id;
 use crate::policy::Principal;
 use parking_lot::Mutex;
@@ -187,15 +187,15 @@ impl Session {
             version,
             client_capabilities,
             client_info,
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::default()),
             reconnect: tokio::sync::Mutex::new(()),
             resources: Mutex::new(ResourceCatalog::default()),
             events_tx,
             outbox_tx,
             outbox_rx: Mutex::new(Some(outbox_rx)),
-            server_requests: Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashMap::default()),
             next_server_request: AtomicU64::new(1),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::default()),
             last_seen: Mutex::new(Instant::now()),
             pump: Mutex::new(None),
             ended: CancellationToken::new(),

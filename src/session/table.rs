@@ -1,7 +1,7 @@
 //! The table of live sessions: minting ids, lookup, idle expiry, and the sessions
 //! resumed from sealed ids.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use base64::Engine as _;
 
 use super::Session;
 use super::sealed::{SessionKeys, unix_now};
+use crate::hashing::Map as HashMap;
 use crate::policy::Identity;
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
@@ -161,7 +162,7 @@ impl SessionTable {
     /// An empty table.
     pub fn new(max: usize, idle_timeout: Duration) -> SessionTable {
         SessionTable {
-            sessions: parking_lot::RwLock::new(HashMap::new()),
+            sessions: parking_lot::RwLock::new(HashMap::default()),
             places: parking_lot::Mutex::new(Places::default()),
             max,
             max_per_peer: 0,

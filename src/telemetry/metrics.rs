@@ -431,7 +431,7 @@ const MAX_CACHED_SERIES: usize = 65_536;
 /// Until the recorder is installed nothing is kept (a handle taken before it would
 /// record nowhere for good).
 struct Series<H> {
-    handles: std::sync::LazyLock<parking_lot::RwLock<std::collections::HashMap<Box<str>, H>>>,
+    handles: std::sync::LazyLock<parking_lot::RwLock<crate::hashing::Map<Box<str>, H>>>,
 }
 
 impl<H: Clone> Series<H> {

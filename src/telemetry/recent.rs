@@ -9,12 +9,13 @@
 //! with one compare-and-swap. The upstream's series is found under a read lock; series
 //! are only ever added, one per upstream name.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
+
+use crate::hashing::Map as HashMap;
 
 /// The time one bucket covers.
 pub const BUCKET: Duration = Duration::from_secs(10);
@@ -157,7 +158,7 @@ impl Recent {
 
     /// Empty; buckets are counted from `origin`.
     pub fn starting(origin: Instant) -> Recent {
-        Recent { origin, total: Series::new(), upstreams: RwLock::new(HashMap::new()) }
+        Recent { origin, total: Series::new(), upstreams: RwLock::new(HashMap::default()) }
     }
 
     /// Counts one request answered now.

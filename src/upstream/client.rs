@@ -1,4 +1,6 @@
-//! The HTTP client of Streamable HTTP upstreams: hyper's pooled client, straight.
+//! The HTTP client of HTTP upstreams: for `http://` ones, HTTP/1.1 connections driven by
+//! the call that uses them ([`driven`]); for `https://` ones, hyper's pooled client
+//! (HTTP/1.1 or HTTP/2 by ALPN), straight.
 //!
 //! A proxied call costs one request to its upstream, so this path is kept lean: the
 //! URI is parsed once per upstream, the static headers are built once, and nothing
@@ -6,6 +8,8 @@
 //! MCP endpoint that redirects is refused as the HTTP status it answered, never
 //! followed: a redirect could carry a session to another host). Upstream connections
 //! are direct: `HTTP_PROXY` and its kin are not consulted.
+
+mod driven;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,10 +29,12 @@ use crate::call::UpstreamError;
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
-/// One upstream's pooled HTTP/1.1 and HTTP/2 (over TLS, by ALPN) client.
+/// One upstream's HTTP client: its own pool of driven plain-HTTP/1.1 connections, and
+/// hyper's pool for TLS (HTTP/1.1 or HTTP/2, by ALPN).
 #[derive(Clone)]
 pub(crate) struct UpstreamClient {
-    inner: Client<HttpsConnector<HttpConnector>, String>,
+    plain: Arc<driven::Pool>,
+    tls: Client<HttpsConnector<HttpConnector>, String>,
 }
 
 impl UpstreamClient {
@@ -45,8 +51,8 @@ impl UpstreamClient {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(http);
-        let inner = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE).build(https);
-        Ok(UpstreamClient { inner })
+        let tls = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE).build(https);
+        Ok(UpstreamClient { plain: driven::Pool::new(connect_timeout, POOL_IDLE), tls })
     }
 
     /// Sends one request and waits for the head of its response.
@@ -59,10 +65,14 @@ impl UpstreamClient {
     ) -> Result<UpstreamResponse, UpstreamError> {
         let mut request = Request::new(body);
         *request.method_mut() = method;
-        *request.uri_mut() = uri.clone();
         *request.headers_mut() = headers;
-        match self.inner.request(request).await {
-            Ok(response) => Ok(UpstreamResponse(response)),
+        if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
+            let response = self.plain.send(uri, request).await?;
+            return Ok(UpstreamResponse(response.map(ResponseBody::Driven)));
+        }
+        *request.uri_mut() = uri.clone();
+        match self.tls.request(request).await {
+            Ok(response) => Ok(UpstreamResponse(response.map(ResponseBody::Pooled))),
             Err(e) => Err(classify(&e)),
         }
     }
@@ -97,7 +107,44 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The head of an upstream's response, with its body still to read.
-pub(crate) struct UpstreamResponse(http::Response<Incoming>);
+pub(crate) struct UpstreamResponse(http::Response<ResponseBody>);
+
+/// An answer's body, from either kind of connection.
+pub(crate) enum ResponseBody {
+    /// On a connection of seawall's own pool, driven as it is read.
+    Driven(driven::DrivenBody),
+    /// On a connection of hyper's pool.
+    Pooled(Incoming),
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut() {
+            ResponseBody::Driven(body) => std::pin::Pin::new(body).poll_frame(cx),
+            ResponseBody::Pooled(body) => std::pin::Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Driven(body) => body.is_end_stream(),
+            ResponseBody::Pooled(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            ResponseBody::Driven(body) => body.size_hint(),
+            ResponseBody::Pooled(body) => body.size_hint(),
+        }
+    }
+}
 
 impl UpstreamResponse {
     /// The response status.

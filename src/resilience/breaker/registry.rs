@@ -4,7 +4,6 @@
 //! supply of them: each upstream gets at most a bounded number of tool breakers, beyond
 //! which only its own breaker applies.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use super::state::{Breaker, Snapshot};
 use super::transition::{BreakerKey, Feed, Listener, State};
 use crate::config::BreakerConfig;
+use crate::hashing::Map as HashMap;
 
 /// Tool breakers per upstream, by default.
 pub const MAX_TOOL_BREAKERS: usize = 1024;
@@ -48,7 +48,12 @@ impl fmt::Debug for Breakers {
 impl Breakers {
     /// No breakers yet, no listener, [`MAX_TOOL_BREAKERS`] tool breakers per upstream.
     pub fn new() -> Breakers {
-        Breakers { upstreams: RwLock::new(HashMap::new()), listener: None, feed: None, max_tools: MAX_TOOL_BREAKERS }
+        Breakers {
+            upstreams: RwLock::new(HashMap::default()),
+            listener: None,
+            feed: None,
+            max_tools: MAX_TOOL_BREAKERS,
+        }
     }
 
     /// The same registry, telling `listener` of every transition of every breaker it
@@ -187,7 +192,7 @@ impl Breakers {
             let key = BreakerKey { upstream: Arc::clone(upstream), tool: None };
             UpstreamBreakers {
                 own: Breaker::observed(key, *cfg, self.listener.clone(), self.feed.clone()),
-                tools: HashMap::new(),
+                tools: HashMap::default(),
                 full_logged: false,
             }
         })
