@@ -48,7 +48,8 @@ async fn endpoint(st: HttpState, scope: Option<Scope>, req: Request) -> Response
     let Some(scope) = scope else { return info.refuse(&Refusal::NoSuchUpstream, None) };
     let cx = Cx { st: &st, info, headers: parts.headers, principal };
     if modern::is_modern_request(&cx.headers) {
-        return modern::serve(&cx, scope, &parts.method, body).await;
+        // Boxed: the session era's requests do not carry the modern era's future.
+        return Box::pin(modern::serve(&cx, scope, &parts.method, body)).await;
     }
     match parts.method {
         Method::POST => streamable_http::post(&cx, scope, body).await,

@@ -163,12 +163,11 @@ pub(super) struct Final {
 /// those messages and then the response. `abandon`, when given, fires if the client goes
 /// away before the response was handed over (the handler or the stream is dropped).
 pub(super) async fn json_or_stream(
-    run: impl std::future::Future<Output = Final> + Send + 'static,
+    mut run: RunToEnd<Final>,
     mut out_rx: mpsc::Receiver<String>,
     id: Id,
     abandon: Option<tokio_util::sync::DropGuard>,
 ) -> Response {
-    let mut run = RunToEnd::new(run);
     let first = tokio::select! {
         biased;
         Some(message) = out_rx.recv() => Some(message),

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{Cx, Final, accepted, accepts, is_json, json_or_stream, json_response, read_body};
 use super::refusal::Refusal;
+use super::run_to_end::RunToEnd;
 use crate::gateway::{ModernAnswer, ModernRequest};
 use crate::jsonrpc::{self, Id, Message, Payload, code};
 use crate::mcp::{self, modern};
@@ -128,7 +129,8 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     let request =
         ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers), peer, trace };
     let run = async move { answer(gateway.handle_modern(request, out, abandoned).await) };
-    json_or_stream(run, out_rx, id, Some(guard)).await
+    // Boxed here: the future of this function and of those awaiting it stay small.
+    json_or_stream(RunToEnd::new(run), out_rx, id, Some(guard)).await
 }
 
 /// `subscriptions/listen`: its answer is the stream (406 when the client does not take

@@ -41,11 +41,10 @@ const LAST_EVENT_ID: &str = "last-event-id";
 pub(super) async fn json_or_stream(
     cx: &Cx<'_>,
     session: &Arc<Session>,
-    run: impl std::future::Future<Output = Final> + Send + 'static,
+    mut run: RunToEnd<Final>,
     mut out_rx: mpsc::Receiver<String>,
     id: Id,
 ) -> Response {
-    let mut run = RunToEnd::new(run);
     let first = tokio::select! {
         biased;
         Some(message) = out_rx.recv() => Ok(message),

@@ -18,6 +18,7 @@ use super::http::{
     read_body,
 };
 use super::refusal::Refusal;
+use super::run_to_end::RunToEnd;
 use crate::gateway::{InitError, NoSession};
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
@@ -167,7 +168,8 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
         let withheld = tracked.is_some_and(|t| t.cancelled());
         Final { body: answer.body, status, retry_after, withheld }
     };
-    super::resumable::json_or_stream(cx, session, run, out_rx, id).await
+    // Boxed here: the future of this function and of those awaiting it stay small.
+    super::resumable::json_or_stream(cx, session, RunToEnd::new(run), out_rx, id).await
 }
 
 /// A 2025-03-26 batch: every request runs concurrently; the answer is one JSON array.

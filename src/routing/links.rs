@@ -14,6 +14,13 @@ impl Router {
         if let Some(Slot::Up(link)) = session.slot(&handle.name) {
             return Ok(link);
         }
+        // Connecting is rare and its future large (the whole handshake): boxed, it stays
+        // out of every call's future, which is moved and copied on each call.
+        Box::pin(self.connect_link(session, handle)).await
+    }
+
+    /// Opens the session's link to `handle`, one connection attempt at a time.
+    async fn connect_link(&self, session: &Arc<Session>, handle: &UpstreamHandle) -> Result<Link, GatewayError> {
         let _serial = session.reconnect.lock().await;
         if let Some(Slot::Up(link)) = session.slot(&handle.name) {
             return Ok(link);

@@ -119,7 +119,9 @@ impl Authenticator {
         let principal = match (keys.lookup(token), &self.jwt) {
             (Some(principal), _) => principal,
             (None, Some(jwt)) if JwtVerifier::looks_like_jwt(token) => {
-                jwt.verify(token).await.map_err(|reason| refuse(reason, true))?
+                // Boxed: a JWT may wait for its issuer's keys, and that future stays out of
+                // every request's.
+                Box::pin(jwt.verify(token)).await.map_err(|reason| refuse(reason, true))?
             }
             _ => return Err(refuse("the bearer token is not a valid credential", true)),
         };

@@ -465,8 +465,10 @@ impl HttpLink {
     pub(crate) async fn call(self: &Arc<Self>, call: &UpstreamCall) -> Result<Reply, UpstreamError> {
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let state = self.snapshot();
+        // The rarer paths (a modern-era upstream, a session to open again, an answer on
+        // an event stream) are boxed: a call's future holds only the one it takes.
         if state.modern {
-            return self.call_modern(call, &state).await;
+            return Box::pin(self.call_modern(call, &state)).await;
         }
         let mut reinitialised = false;
         let trace = super::trace_headers(call);
@@ -493,7 +495,7 @@ impl HttpLink {
                 Ok(Outcome::SessionExpired) if !reinitialised => {
                     guard.disarm();
                     reinitialised = true;
-                    self.reinitialize(state.generation).await?;
+                    Box::pin(self.reinitialize(state.generation)).await?;
                 }
                 Ok(Outcome::SessionExpired) => {
                     guard.disarm();

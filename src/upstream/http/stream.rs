@@ -64,7 +64,7 @@ impl HttpLink {
             if let Some(sink) = related {
                 sink.send(UpstreamEvent::Streaming);
             }
-            return self.read_stream(resp, id, related, state).await;
+            return Box::pin(self.read_stream(resp, id, related, state)).await;
         }
         if !content_type.starts_with("application/json") {
             return Err(UpstreamError::Protocol(format!(
