@@ -4,6 +4,9 @@
 
 /// Replaces a credential or anything too risky to show.
 pub(super) const MARK_REDACTED: &str = "[redacted]";
+/// Replaces a key block that something follows without a separator: the space keeps
+/// what follows a word of its own, as it was next to the block's dashes.
+pub(super) const MARK_REDACTED_SPACED: &str = "[redacted] ";
 /// Replaces an absolute file system path.
 pub(super) const MARK_PATH: &str = "[path]";
 /// Replaces a URL.

@@ -7,7 +7,7 @@ use super::bytes::{
     at, escape_at, find, is_alnum, is_control, is_marker, marker_before, run_end, skip_escape, value_end,
     word_continues, word_start,
 };
-use super::markers::MARK_REDACTED;
+use super::markers::{MARK_REDACTED, MARK_REDACTED_SPACED};
 use super::span::{Span, apply};
 
 // --- PEM blocks -------------------------------------------------------------------------
@@ -27,8 +27,14 @@ fn pem_blocks(b: &[u8], spans: &mut Vec<Span>) {
             from = start + 11;
             continue;
         };
-        let end = find(b, body, b"-----END ").map_or(b.len(), |e| pem_label_end(b, e + 9).unwrap_or(e + 9));
-        spans.push(Span { start, end, marker: MARK_REDACTED });
+        // A malformed end line ends the block after its dashes and `END`: the byte after
+        // (the space `-----END ` was found by) may set off what follows.
+        let end = find(b, body, b"-----END ").map_or(b.len(), |e| pem_label_end(b, e + 9).unwrap_or(e + 8));
+        // What follows a marker directly is read as its continuation, not as a word: a
+        // token glued to the block (`-----Bearer x`) is set off by a space instead.
+        let marker =
+            if b.get(end).is_some_and(|c| c.is_ascii_alphanumeric()) { MARK_REDACTED_SPACED } else { MARK_REDACTED };
+        spans.push(Span { start, end, marker });
         from = end;
     }
 }

@@ -157,6 +157,17 @@ fn credentials_are_redacted() {
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nafter".to_owned(),
             "[redacted]\\x0aafter".to_owned(),
         ),
+        // What follows a key block stays a word of its own: a malformed end line does not
+        // take the space after it, and a token glued to the dashes is set off.
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\n... -----END Bearer Zk3Q9x2LmPq7Rt5Vw8Y1 x".to_owned(),
+            "[redacted] Bearer [redacted] x".to_owned(),
+        ),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----Bearer Zk3Q9x2LmPq7Rt5Vw8Y1"
+                .to_owned(),
+            "[redacted] Bearer [redacted]".to_owned(),
+        ),
     ];
     for (input, expected) in cases {
         assert_eq!(big(&input), expected, "{input}");
