@@ -61,6 +61,31 @@ async fn a_resource_uri_listed_by_two_upstreams_is_listed_once_and_read_from_the
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlisted_resource_is_subscribed_with_every_upstream_that_has_it_not_the_fastest_only() {
+    // Both serve demo://readme; `slow` answers a subscription 500 ms after `fast`.
+    let fast = DemoUpstream::start(true, &[]).await;
+    let slow = DemoUpstream::start(true, &["--subscribe-latency", "500"]).await;
+    let gw = Seawall::start(&format!(
+        "upstreams:\n  - name: fast\n    url: {}\n  - name: slow\n    url: {}\n",
+        fast.url, slow.url
+    ))
+    .await;
+    let c = Client::connect(&gw.url, json!({})).await;
+    let subscribed = c.request(1, "resources/subscribe", json!({"uri": "demo://readme"})).await;
+    assert_eq!(subscribed.result(), &json!({}), "{}", subscribed.raw);
+    // Each upstream's update reaches the client (on the call's own stream: the touch
+    // sends it while answering): the slower answer to the subscription was waited for,
+    // not cut off when the first one came.
+    for (id, upstream) in [(2, "slow"), (3, "fast")] {
+        let params = json!({"name": format!("{upstream}__echo"), "arguments": {"message": "touch"}});
+        let touched = c.request(id, "tools/call", params).await;
+        let updates = touched.notifications("notifications/resources/updated");
+        assert_eq!(updates.len(), 1, "after touching {upstream}: {}", touched.raw);
+        assert_eq!(updates[0]["params"]["uri"], "demo://readme");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_per_session_cap_refuses_like_every_other_overload() {
     let remote = DemoUpstream::start(false, &[]).await;
     let gw = Seawall::start(&format!(

@@ -26,6 +26,9 @@ pub(crate) struct DemoConfig {
     pub latency: Duration,
     /// Delay added before every `resources/read` answer.
     pub read_latency: Duration,
+    /// Delay added before every `resources/subscribe` answer (the subscription is made
+    /// when it ends).
+    pub subscribe_latency: Duration,
     /// HTTP only: the `Retry-After` (seconds) of 503 answers.
     pub retry_after_secs: u64,
     /// Fraction (0..=1) of `tools/call` requests failed with -32603.
@@ -47,6 +50,7 @@ impl Default for DemoConfig {
             instructions: None,
             latency: Duration::ZERO,
             read_latency: Duration::ZERO,
+            subscribe_latency: Duration::ZERO,
             retry_after_secs: 0,
             error_rate: 0.0,
             page_size: 0,

@@ -57,6 +57,11 @@ pub struct DemoArgs {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub read_latency: u64,
 
+    /// Delay added before every resources/subscribe answer, in milliseconds (the
+    /// subscription is made when it ends).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub subscribe_latency: u64,
+
     /// The Retry-After, in seconds, of HTTP 503 answers (flaky mode http_503).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub retry_after: u64,
@@ -127,6 +132,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         instructions: args.instructions,
         latency: Duration::from_millis(args.latency),
         read_latency: Duration::from_millis(args.read_latency),
+        subscribe_latency: Duration::from_millis(args.subscribe_latency),
         retry_after_secs: args.retry_after,
         error_rate: args.error_rate,
         page_size: args.page_size,

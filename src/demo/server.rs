@@ -247,6 +247,9 @@ impl DemoServer {
             }
             "resources/subscribe" => {
                 let params = params_object(&params)?;
+                if !self.config().subscribe_latency.is_zero() {
+                    tokio::time::sleep(self.config().subscribe_latency).await;
+                }
                 session.subscribe(required_str(&params, "uri")?);
                 Ok(json!({}))
             }

@@ -53,9 +53,13 @@ impl Router {
         if let Some(handle) = self.resolve_uri(ctx, &uri).await {
             return self.forward(ctx, &handle, method, params).await;
         }
-        // Not listed anywhere: ask every upstream with resources at once. The first
-        // answer that is not "not found" wins; the lookup takes as long as the slowest
-        // candidate's deadline at most, not the sum of them.
+        // Not listed anywhere: ask every upstream with resources at once. For a read,
+        // the first answer that is not "not found" wins; a subscription (or its end) is
+        // made with every upstream that has the URI, each asked to the end, so which one
+        // answers first never decides which one sends the updates. The lookup takes as
+        // long as the slowest candidate's deadline at most, not the sum of them.
+        let every = method != method::RESOURCES_READ;
+        let mut done = None;
         let candidates = self.with_capability(ctx, "resources").await;
         let mut asks: futures::stream::FuturesUnordered<_> = candidates
             .iter()
@@ -74,6 +78,9 @@ impl Router {
         let mut failure: Option<Result<Reply, GatewayError>> = None;
         while let Some((handle, answer)) = futures::StreamExt::next(&mut asks).await {
             match answer {
+                Ok(Ok(result)) if every => {
+                    done.get_or_insert(result);
+                }
                 Ok(Ok(result)) => return Ok(Ok(result)),
                 Ok(Err(error)) if is_not_found(&error) => {}
                 other => {
@@ -85,6 +92,9 @@ impl Router {
                     }
                 }
             }
+        }
+        if let Some(result) = done {
+            return Ok(Ok(result));
         }
         failure.unwrap_or(Err(GatewayError::ResourceNotFound(uri)))
     }
