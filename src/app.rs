@@ -63,6 +63,7 @@ use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
 use crate::upstream::settings::UpstreamSettings;
 use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
+use crate::workers::Workers;
 
 mod reload;
 mod shutdown;
@@ -517,9 +518,10 @@ impl HttpFront {
     }
 
     /// Serves until `stop` completes, then drains the connections; the long-lived
-    /// streams end when `closing` is fired, which the caller does.
-    async fn serve(self, stop: impl std::future::Future<Output = ()>) {
-        listener::serve(self.listener, self.app, self.limits, stop).await;
+    /// streams end when `closing` is fired, which the caller does. Connections run on
+    /// `workers` when given, on the current runtime otherwise.
+    async fn serve(self, workers: Option<Arc<Workers>>, stop: impl std::future::Future<Output = ()>) {
+        listener::serve(self.listener, self.app, self.limits, workers, stop).await;
     }
 }
 
@@ -566,6 +568,8 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
             None
         }
     };
+    let workers = Workers::per_core().context("cannot start the worker threads")?;
+    tracing::info!(workers = workers.len(), "client connections are served by one single-threaded runtime per core");
     println!("seawall listening on http://{}/mcp", front.local);
 
     let admin = match config.admin_listen {
@@ -585,11 +589,11 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin_stop = tokio_util::sync::CancellationToken::new();
     let admin_task = admin.map(|l| {
         let stop = admin_stop.clone().cancelled_owned();
-        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), stop))
+        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), None, stop))
     });
     let accepting = tokio_util::sync::CancellationToken::new();
     let closing = front.closing.clone();
-    let serving = tokio::spawn(front.serve(accepting.clone().cancelled_owned()));
+    let serving = tokio::spawn(front.serve(Some(Arc::clone(&workers)), accepting.clone().cancelled_owned()));
     let shutdown =
         shutdown::Shutdown { gateway: &core.gateway, drain: &core.drain, config: config.shutdown, accepting, closing };
     shutdown.run(signals).await;

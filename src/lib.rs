@@ -35,3 +35,4 @@ pub mod sse;
 pub mod telemetry;
 pub(crate) mod upstream;
 pub(crate) mod validation;
+mod workers;

@@ -8,7 +8,7 @@ mod mcp_client;
 
 use std::time::Duration;
 
-use common::{DemoUpstream, Seawall};
+use common::{DemoUpstream, Seawall, Upstream, config_yaml};
 use mcp_client::Client;
 use serde_json::{Value, json};
 
@@ -320,6 +320,46 @@ async fn concurrent_clients_with_interleaved_ids_each_get_their_own_answers() {
     }
     for t in tasks {
         tokio::time::timeout(Duration::from_secs(120), t).await.expect("in time").expect("client task");
+    }
+}
+
+/// CPU time (ns) of each of a process's threads named `seawall-wrk-*`, by name.
+fn worker_cpu(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads") {
+        let dir = task.expect("a thread").path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim().to_owned();
+        if name.starts_with("seawall-wrk-") {
+            let ran = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+            out.insert(name, ran.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_connections_are_served_in_turn_by_as_many_workers_as_asked() {
+    let remote = DemoUpstream::start(false, &[]).await;
+    let yaml = config_yaml(&[Upstream::http("remote", &remote.url)], "");
+    let gw = Seawall::start_with(&yaml, &[], &[("TOKIO_WORKER_THREADS", "3")]).await;
+    let pid = gw.proc.id().expect("running");
+    let before = worker_cpu(pid);
+    assert_eq!(before.keys().cloned().collect::<Vec<_>>(), ["seawall-wrk-0", "seawall-wrk-1", "seawall-wrk-2"]);
+    // Six clients, each on a connection of its own: two for each worker.
+    let clients = (0..6).map(|n| {
+        let url = gw.url.clone();
+        async move {
+            let c = Client::connect(&url, json!({})).await;
+            for i in 0..20 {
+                let message = format!("client {n} call {i}");
+                assert_eq!(text_of(&c.call_tool(i, "remote__echo", json!({"message": message})).await), message);
+            }
+        }
+    });
+    futures::future::join_all(clients).await;
+    let after = worker_cpu(pid);
+    for (name, ran) in &after {
+        assert!(*ran > before[name], "{name} served nothing: {before:?} then {after:?}");
     }
 }
 

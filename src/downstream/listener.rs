@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use super::refusal::Refusal;
+use crate::workers::Workers;
 
 /// How long an idle connection gets to close cleanly (HTTP/2 GOAWAY) before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
@@ -72,11 +73,13 @@ impl<A> App for A where
 {
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then drains.
+/// Serves `app` on `listener` until `shutdown` resolves, then drains. Connections run
+/// on `workers`, each on one of them, when given; on the current runtime otherwise.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: impl App,
     limits: ListenerLimits,
+    workers: Option<Arc<Workers>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = Builder::new(TokioExecutor::new());
@@ -112,7 +115,16 @@ pub(crate) async fn serve(
             continue;
         };
         let conn = Connection { builder: Arc::clone(&builder), app: app.clone(), peer, limits, stop: stop.clone() };
-        tracker.spawn(conn.run(stream, slot));
+        match &workers {
+            // Handed over as a plain socket: it registers with the worker's reactor.
+            Some(workers) => match stream.into_std() {
+                Ok(stream) => workers.spawn(tracker.track_future(conn.run_std(stream, slot))),
+                Err(e) => {
+                    tracing::debug!(target: "seawall::downstream", peer = %peer, error = %e, "could not hand a connection over")
+                }
+            },
+            None => drop(tracker.spawn(conn.run(stream, slot))),
+        }
     }
     // Closed now, not when the drain is over: new connections are refused at once
     // rather than left waiting in the backlog.
@@ -177,6 +189,16 @@ struct Connection<A> {
 }
 
 impl<A: App> Connection<A> {
+    /// [`Connection::run`] for a socket taken off another runtime's reactor.
+    async fn run_std(self, stream: std::net::TcpStream, slot: Slot) {
+        match TcpStream::from_std(stream) {
+            Ok(stream) => self.run(stream, slot).await,
+            Err(e) => {
+                tracing::debug!(target: "seawall::downstream", peer = %self.peer, error = %e, "could not take a connection over")
+            }
+        }
+    }
+
     async fn run(self, stream: TcpStream, _slot: Slot) {
         let _ = stream.set_nodelay(true);
         let busy = Arc::new(Activity::new());

@@ -32,6 +32,7 @@ use tokio::net::TcpStream;
 
 use super::chain;
 use crate::call::UpstreamError;
+use crate::workers;
 
 /// Idle connections kept per upstream; past it the longest idle is closed.
 const MAX_IDLE: usize = 256;
@@ -62,6 +63,9 @@ type Driver = Pin<Box<Connection<TokioIo<TcpStream>, String>>>;
 /// reads and writes the socket, polled by whoever holds it.
 struct Conn {
     send: SendRequest<String>,
+    /// The worker whose reactor its socket is registered with (see [`workers::home`]):
+    /// it is reused only there.
+    home: usize,
     /// `None` once the connection has ended.
     driver: Option<Driver>,
     /// What the connection and the answer's body wake (see [`Doorbell`]).
@@ -103,7 +107,7 @@ impl Conn {
     fn new(send: SendRequest<String>, driver: Connection<TokioIo<TcpStream>, String>) -> Conn {
         let bell = Arc::new(Doorbell { state: AtomicU8::new(0), task: AtomicWaker::new() });
         let waker = Waker::from(bell.clone());
-        Conn { send, driver: Some(Box::pin(driver)), bell, waker }
+        Conn { send, home: workers::home(), driver: Some(Box::pin(driver)), bell, waker }
     }
 
     /// Polls `step` (which waits on something the connection produces), driving the
@@ -202,15 +206,16 @@ impl Pool {
         }
     }
 
-    /// The most recently used idle connection to `authority` that is still usable; the
-    /// unusable ones met on the way are closed.
+    /// The most recently used idle connection to `authority`, opened on this thread's
+    /// worker, that is still usable; the unusable ones met on the way are closed.
     fn checkout(&self, authority: &Authority) -> Option<Conn> {
+        let home = workers::home();
         let mut idle = self.idle.lock();
         let now = Instant::now();
         let mut i = idle.len();
         while i > 0 {
             i -= 1;
-            if idle[i].authority != *authority {
+            if idle[i].authority != *authority || idle[i].conn.home != home {
                 continue;
             }
             let mut entry = idle.remove(i);
