@@ -86,6 +86,40 @@ async fn an_unlisted_resource_is_subscribed_with_every_upstream_that_has_it_not_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_list_pages_answered_again_reach_the_client_as_the_upstream_sent_them() {
+    // Pages of 120 tools (about 9 KB each): large enough to be found again rather than
+    // read again when the upstream answers them a second time.
+    let demo = DemoUpstream::start(false, &["--extra-tools", "300", "--page-size", "120"]).await;
+    let gw = Seawall::start(&format!("upstreams:\n  - name: remote\n    url: {}\n", demo.url)).await;
+    let direct = Client::connect(&demo.url, json!({})).await;
+    let through = Client::connect(&gw.upstream_url("remote"), json!({})).await;
+    let pages = |c: Client| async move {
+        let mut pages = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for id in 1.. {
+            let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({"cursor": c}));
+            let page = c.request(id, "tools/list", params).await;
+            let result = page.result().clone();
+            assert!(result["tools"].is_array(), "{}", page.raw);
+            cursor = result.get("nextCursor").cloned();
+            pages.push(result["tools"].clone());
+            if cursor.is_none() {
+                return pages;
+            }
+        }
+        unreachable!()
+    };
+    let expected = pages(direct).await;
+    assert_eq!(expected.len(), 3, "three pages");
+    // Three rounds through seawall, a small call between: the same pages every time.
+    for round in 0..3 {
+        assert_eq!(pages(through.clone()).await, expected, "round {round}");
+        let echoed = through.call_tool(100 + round, "echo", json!({"message": "between"})).await;
+        assert_eq!(text_of(&echoed), "between");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_per_session_cap_refuses_like_every_other_overload() {
     let remote = DemoUpstream::start(false, &[]).await;
     let gw = Seawall::start(&format!(

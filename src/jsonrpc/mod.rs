@@ -8,9 +8,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 mod id;
+mod known;
 
 pub use id::Id;
 use id::null_raw;
+pub(crate) use known::KnownResults;
 
 /// Standard JSON-RPC and MCP error codes the gateway itself emits.
 pub(crate) mod code {

@@ -58,6 +58,9 @@ pub(crate) struct HttpUpstream {
     sse_fallback: Option<Arc<SseUpstream>>,
     /// The era of the last handshake that succeeded (`SPOKE_*`), for status pages.
     spoke: AtomicU8,
+    /// Its last large results (list pages), found again in its answers rather than
+    /// read again.
+    known: jsonrpc::KnownResults,
 }
 
 /// No handshake has succeeded yet.
@@ -114,6 +117,7 @@ impl HttpUpstream {
             detected: AtomicU8::new(modern::UNKNOWN),
             sse_fallback: None,
             spoke: AtomicU8::new(SPOKE_NONE),
+            known: jsonrpc::KnownResults::default(),
         })
     }
 

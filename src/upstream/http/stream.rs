@@ -77,7 +77,7 @@ impl HttpLink {
             return Ok(Outcome::Accepted);
         }
         let text = std::str::from_utf8(&body).map_err(|_| UpstreamError::Protocol("answer is not UTF-8".into()))?;
-        match jsonrpc::decode(text) {
+        match self.up.known.decode(text) {
             Ok(Message::Response(r)) if &r.id == id => Ok(Outcome::Reply(r.body)),
             Ok(_) => Err(UpstreamError::Protocol("the JSON answer is not the response to the request".into())),
             Err(e) => Err(UpstreamError::Protocol(format!("invalid JSON-RPC answer: {e}"))),
@@ -140,7 +140,7 @@ impl HttpLink {
         if event.data.trim().is_empty() {
             return None; // priming or keep-alive event
         }
-        match jsonrpc::decode(&event.data) {
+        match self.up.known.decode(&event.data) {
             Ok(Message::Response(r)) if Some(&r.id) == id => return Some(r.body),
             Ok(Message::Response(r)) => {
                 tracing::debug!(upstream = %self.up.name, id = %r.id, "ignored a response to an unknown request");
