@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -152,12 +153,14 @@ impl Conn {
 
     /// `tools/list`: checks the id and that it lists `expected` tools, each named
     /// `<prefix>…` for one of `prefixes`, without a further page.
-    pub async fn list_tools(&mut self, id: u64, expected: usize, prefixes: &[String]) -> Result<(), Wrong> {
+    /// `tools/list`, checked: the time the check of the answer took (reading it).
+    pub async fn list_tools(&mut self, id: u64, expected: usize, prefixes: &[String]) -> Result<Duration, Wrong> {
         let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
         let answer = self.post(body.as_bytes()).await?;
         if answer.status != 200 {
             return Err(Wrong::Status(answer.status));
         }
+        let checking = Instant::now();
         let reply: Envelope<ListResult> = parse(&answer.body)?;
         let result = reply.checked(id)?;
         if result.next_cursor.is_some() {
@@ -169,7 +172,7 @@ impl Conn {
         if let Some(t) = result.tools.iter().find(|t| !prefixes.iter().any(|p| t.name.starts_with(p.as_str()))) {
             return Err(Wrong::Result(format!("tool {:?} has none of the expected prefixes", t.name)));
         }
-        Ok(())
+        Ok(checking.elapsed())
     }
 
     /// POSTs one JSON-RPC message and reads the whole answer.

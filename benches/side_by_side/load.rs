@@ -58,6 +58,9 @@ pub struct Figures {
     pub wrong: u64,
     /// The first few of them.
     pub examples: Vec<String>,
+    /// `tools/list` only: the median time the generator took to read and check an
+    /// answer, which its latency includes.
+    pub check_p50: Option<Duration>,
 }
 
 impl Figures {
@@ -282,18 +285,24 @@ pub async fn list_tools(
     prefixes: &[String],
 ) -> Figures {
     let mut part = Part::default();
+    let mut checks = Vec::new();
     let started = Instant::now();
     if let Some(mut conn) = session(&Target { endpoint: endpoint.clone(), tool: String::new() }, &mut part).await {
         for n in 0..warmup + calls {
             let sent = Instant::now();
             match conn.list_tools(next_id(), expected, prefixes).await {
-                Ok(()) if n >= warmup => part.latencies.push(sent.elapsed().as_nanos() as u64),
-                Ok(()) => {}
+                Ok(check) if n >= warmup => {
+                    part.latencies.push(sent.elapsed().as_nanos() as u64);
+                    checks.push(check);
+                }
+                Ok(_) => {}
                 Err(e) => part.wrong("tools/list", &e),
             }
         }
     }
-    let mut figures = Figures { window: started.elapsed(), ..Figures::default() };
+    checks.sort_unstable();
+    let check_p50 = checks.get(checks.len() / 2).copied();
+    let mut figures = Figures { window: started.elapsed(), check_p50, ..Figures::default() };
     figures.absorb(part);
     figures.latencies.sort_unstable();
     figures

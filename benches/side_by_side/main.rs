@@ -236,6 +236,15 @@ async fn aggregated_list(d: &Durations, dir: &Path, bins: &Bins, report: &mut Re
     let through =
         load::list_tools(&Endpoint::parse(&gw_url), 20, d.list_calls, LIST_UPSTREAMS * LIST_TOOLS, &prefixes).await;
     report.lists(direct, through);
+    // The other build, in front of the same upstreams, right after.
+    if let Some(bin) = std::env::var_os("SEAWALL_BENCH_BASELINE") {
+        let config = format!("upstreams:\n{upstreams}");
+        let (_base, base_url) = start_gateway(Path::new(&bin), dir, "seawall-baseline-lists", &config);
+        let base =
+            load::list_tools(&Endpoint::parse(&base_url), 20, d.list_calls, LIST_UPSTREAMS * LIST_TOOLS, &prefixes)
+                .await;
+        report.baseline_lists(base);
+    }
 }
 
 /// A stdio upstream (the demo, one process shared by every session) under 16 callers.

@@ -156,7 +156,23 @@ impl Report {
             through.ms(0.5),
             through.ms(0.99)
         );
+        let check = |f: &Figures| f.check_p50.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        println!(
+            "of which the generator's own reading and checking of each answer, p50: direct {:.3} ms, through seawall {:.3} ms",
+            check(&direct),
+            check(&through)
+        );
         self.lists = Some((direct, through));
+    }
+
+    /// The aggregated list through the baseline build (`SEAWALL_BENCH_BASELINE`).
+    pub fn baseline_lists(&mut self, f: Figures) {
+        self.count("tools/list through the baseline", &f);
+        println!(
+            "baseline /mcp, {LIST_UPSTREAMS} upstreams x {LIST_TOOLS} tools (aggregated): p50 {:.3} ms, p99 {:.3} ms",
+            f.ms(0.5),
+            f.ms(0.99)
+        );
     }
 
     pub fn stdio(&mut self, f: Figures) {
@@ -323,6 +339,12 @@ impl Report {
                 through.ms(0.5),
                 through.ms(0.99)
             );
+            if let Some(check) = through.check_p50 {
+                println!(
+                    "| of which the load generator's reading and checking of the 2,000 tools, p50 | {:.3} ms |",
+                    check.as_secs_f64() * 1000.0
+                );
+            }
         }
         if let Some(f) = &self.stdio {
             println!(
