@@ -341,7 +341,8 @@ impl Report {
             );
             if let Some(check) = through.check_p50 {
                 println!(
-                    "| of which the load generator's reading and checking of the 2,000 tools, p50 | {:.3} ms |",
+                    "| of which the load generator's reading and checking of the {} tools, p50 | {:.3} ms |",
+                    thousands((LIST_UPSTREAMS * LIST_TOOLS) as f64),
                     check.as_secs_f64() * 1000.0
                 );
             }
