@@ -353,3 +353,25 @@ async fn the_cache_serves_a_public_list_to_every_principal_filtered_for_each() {
 fn count_requests(demo: &DemoUpstream, method: &str) -> usize {
     demo.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == method).count()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_call_sends_right_before_its_answer_reaches_the_client_before_it() {
+    // The demo's `log` sends its message and answers at once, on the answer's stream
+    // (over HTTP, in either era: a stdio server's messages are tied to no request).
+    let remote = DemoUpstream::start(false, &[]).await;
+    let legacy = DemoUpstream::start(false, &["--legacy-only"]).await;
+    let yaml = config_yaml(&[Upstream::http("remote", &remote.url), Upstream::http("legacy", &legacy.url)], "");
+    let gw = Seawall::start(&yaml).await;
+    for scope in [gw.upstream_url("remote"), gw.upstream_url("legacy")] {
+        for round in 0..20 {
+            let mut params =
+                json!({"name": "log", "arguments": {"message": format!("round {round}"), "level": "info"}});
+            params["_meta"] = json!({"io.modelcontextprotocol/logLevel": "debug", "progressToken": round});
+            let reply = send(&scope, json!(round), "tools/call", params, &[]).await;
+            assert_eq!(reply.result()["content"][0]["text"], "logged", "{}", reply.raw);
+            let logs = reply.notifications("notifications/message");
+            assert_eq!(logs.len(), 1, "{scope}, round {round}: {}", reply.raw);
+            assert_eq!(logs[0]["params"]["data"], format!("round {round}"));
+        }
+    }
+}

@@ -552,6 +552,13 @@ impl Gateway {
                     let Ok(answered) = answered else {
                         return ModernAnswer::error(Some(id), code::INTERNAL_ERROR, "Internal error", None);
                     };
+                    // What the call sent before its answer (progress, logs) is queued
+                    // before it: it goes out first, not lost to the answer's arrival.
+                    while let Ok(message) = call.events.try_recv() {
+                        if input_request(&message).is_none() {
+                            out.send(message).await;
+                        }
+                    }
                     let reply = match answered.reply {
                         Ok(result) => Ok(modern::stamp_result(&call.method, result)),
                         Err(error) => Err(modern_error(error)),
