@@ -10,7 +10,7 @@ mod mcp_client;
 
 use std::time::{Duration, Instant};
 
-use common::{DemoUpstream, Seawall};
+use common::{DemoUpstream, Seawall, Upstream, config_yaml};
 use mcp_client::Client;
 use serde_json::{Value, json};
 
@@ -65,11 +65,8 @@ async fn an_unlisted_resource_is_subscribed_with_every_upstream_that_has_it_not_
     // Both serve demo://readme; `slow` answers a subscription 500 ms after `fast`.
     let fast = DemoUpstream::start(true, &[]).await;
     let slow = DemoUpstream::start(true, &["--subscribe-latency", "500"]).await;
-    let gw = Seawall::start(&format!(
-        "upstreams:\n  - name: fast\n    url: {}\n  - name: slow\n    url: {}\n",
-        fast.url, slow.url
-    ))
-    .await;
+    let gw =
+        Seawall::start(&config_yaml(&[Upstream::http("fast", &fast.url), Upstream::http("slow", &slow.url)], "")).await;
     let c = Client::connect(&gw.url, json!({})).await;
     let subscribed = c.request(1, "resources/subscribe", json!({"uri": "demo://readme"})).await;
     assert_eq!(subscribed.result(), &json!({}), "{}", subscribed.raw);

@@ -54,11 +54,16 @@ fuzz_target!(|data: &[u8]| {
     // as it is, with the space that sets the secret off, or as the sanitiser leaves it
     // (escape sequences stripped, so that the pieces around one meet; controls written as
     // `\xNN`, whose digits may start one — also where the sanitiser, seeing the text
-    // alone, would have dropped it, as a trace line at its start).
+    // alone, would have dropped it, as a trace line at its start, or redacted what the
+    // stripped escapes joined).
     let (before, after) = (format!("{before} "), format!(" {after}"));
     let around: Vec<String> = [&before, &after]
         .into_iter()
-        .flat_map(|text| [text.clone(), sanitize::scrub(text), sanitize::sanitize(text, 8192), escaped(text)])
+        .flat_map(|text| {
+            let plain = sanitize::without_escapes(text);
+            let escaped_plain = escaped(&plain);
+            [text.clone(), sanitize::scrub(text), sanitize::sanitize(text, 8192), escaped(text), plain, escaped_plain]
+        })
         .collect();
     let brought = |piece: &&str| around.iter().any(|text| text.contains(piece));
     if pieces.iter().any(brought) {

@@ -120,6 +120,12 @@ pub(crate) fn quote(text: &str, cap: usize) -> String {
     out
 }
 
+/// `text` without its complete terminal escape sequences (CSI and OSC), the first step
+/// of [`scrub`]: what the later steps see.
+pub fn without_escapes(text: &str) -> String {
+    strip_ansi(text).into_owned()
+}
+
 /// Applies the redactions only: strips ANSI sequences, reduces stack traces and replaces
 /// URLs, paths, hosts and credentials with markers. Newlines and non-ASCII text survive
 /// and nothing is capped; the caller caps (for long `isError` texts, with a larger cap).
