@@ -26,6 +26,10 @@ const MAX_BYTES: usize = 1 << 20;
 const MAX_RESULTS: usize = 8;
 /// Bytes of a result searched for in an answer before the whole result is compared.
 const HEAD: usize = 64;
+/// Places in one answer where a known result is compared at most: an answer holds its
+/// result once, and an upstream that repeats a result's first bytes all over an answer
+/// gets it decoded in full rather than compared at every one of them.
+const MAX_PLACES: usize = 4;
 /// What stands in for the result in the envelope decoded on its own.
 const STAND_INS: [&str; 3] = ["0.1234567890123", "0.9876543210987", "0.5555555555555"];
 
@@ -84,7 +88,7 @@ impl KnownResults {
 fn around(text: &str, result: &RawValue) -> Option<Message> {
     let (bytes, wanted) = (text.as_bytes(), result.get().as_bytes());
     let head = &wanted[..HEAD.min(wanted.len())];
-    for at in memchr::memmem::find_iter(bytes, head) {
+    for at in memchr::memmem::find_iter(bytes, head).take(MAX_PLACES) {
         let end = at + wanted.len();
         if bytes.get(at..end) != Some(wanted) {
             continue;
@@ -160,6 +164,19 @@ mod tests {
         known.remember(&raw(&page));
         let nested = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"wrapped":{page}}}}}"#);
         assert_eq!(result_of(&known.decode(&nested).unwrap()).1, format!(r#"{{"wrapped":{page}}}"#));
+    }
+
+    #[test]
+    fn an_answer_repeating_a_results_first_bytes_is_compared_at_a_few_places_only() {
+        // A result of 5,000 `a`s, and an answer whose earlier members repeat its start.
+        let result = format!("\"{}\"", "a".repeat(5000));
+        let decoy = format!("\"{}\"", "a".repeat(4999));
+        let members: Vec<String> = (0..MAX_PLACES).map(|n| format!("\"x{n}\":{decoy}")).collect();
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,{},"result":{result}}}"#, members.join(","));
+        assert!(around(&text, &raw(&result)).is_none(), "the real place is past the ones compared");
+        let known = KnownResults::default();
+        known.remember(&raw(&result));
+        assert_eq!(result_of(&known.decode(&text).unwrap()).1, result, "decoded in full instead");
     }
 
     #[test]
