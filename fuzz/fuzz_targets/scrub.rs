@@ -56,8 +56,11 @@ fuzz_target!(|data: &[u8]| {
     // `\xNN`, whose digits may start one — also where the sanitiser, seeing the text
     // alone, would have dropped it, as a trace line at its start, or redacted what the
     // stripped escapes joined).
+    // And the surrounding text without the secret at all: where the secret vanished with
+    // an escape sequence it sat in, the text on either side of that sequence meets.
     let (before, after) = (format!("{before} "), format!(" {after}"));
-    let around: Vec<String> = [&before, &after]
+    let joined = format!("{before}{after}");
+    let around: Vec<String> = [&before, &after, &joined]
         .into_iter()
         .flat_map(|text| {
             let plain = sanitize::without_escapes(text);
