@@ -37,7 +37,7 @@ const STAND_INS: [&str; 3] = ["0.1234567890123", "0.9876543210987", "0.555555555
 #[derive(Default)]
 pub(crate) struct KnownResults {
     /// As decoded before: handing one out again is a copy, not another reading.
-    results: Mutex<Vec<Arc<Box<RawValue>>>>,
+    results: Mutex<Vec<Arc<RawValue>>>,
 }
 
 impl KnownResults {
@@ -56,11 +56,18 @@ impl KnownResults {
         Ok(message)
     }
 
-    /// The response `text` is, when it carries a known result.
+    /// The response `text` is, when it carries a known result. The result found becomes
+    /// the most recent, so pages answered again and again outlast large results seen
+    /// once (a tool's answers) when the oldest is let go.
     fn find(&self, text: &str) -> Option<Message> {
-        let known: Vec<Arc<Box<RawValue>>> = self.results.lock().clone();
+        let known: Vec<Arc<RawValue>> = self.results.lock().clone();
         for result in known.iter().rev() {
             if let Some(message) = around(text, result) {
+                let mut results = self.results.lock();
+                if let Some(at) = results.iter().position(|r| Arc::ptr_eq(r, result)) {
+                    let found = results.remove(at);
+                    results.push(found);
+                }
                 return Some(message);
             }
         }
@@ -79,7 +86,7 @@ impl KnownResults {
         if results.len() >= MAX_RESULTS {
             results.remove(0);
         }
-        results.push(Arc::new(result.to_owned()));
+        results.push(Arc::from(result.to_owned()));
     }
 }
 
@@ -191,5 +198,21 @@ mod tests {
         let results = known.results.lock();
         assert_eq!(results.len(), MAX_RESULTS);
         assert_eq!(results[0].get(), page(61), "the first one went");
+    }
+
+    #[test]
+    fn a_result_found_again_outlasts_those_seen_once() {
+        let known = KnownResults::default();
+        let answer = |n: usize| format!(r#"{{"jsonrpc":"2.0","id":1,"result":{}}}"#, page(n));
+        known.decode(&answer(50)).unwrap();
+        for n in 0..MAX_RESULTS - 1 {
+            known.decode(&answer(60 + n)).unwrap();
+        }
+        known.decode(&answer(50)).unwrap();
+        // One more result seen once lets the oldest go: not the page found again.
+        known.decode(&answer(90)).unwrap();
+        let results = known.results.lock();
+        assert!(results.iter().any(|r| r.get() == page(50)), "the page found again stays");
+        assert!(results.iter().all(|r| r.get() != page(60)), "the oldest seen once went");
     }
 }

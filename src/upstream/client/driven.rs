@@ -194,8 +194,11 @@ impl Pool {
             match conn.send(request).await {
                 Ok(response) => {
                     let (head, body) = response.into_parts();
-                    let body =
-                        DrivenBody { body, conn: Some(conn), home: Some((Arc::downgrade(self), authority.clone())) };
+                    let body = DrivenBody {
+                        body,
+                        conn: Some(conn),
+                        return_to: Some((Arc::downgrade(self), authority.clone())),
+                    };
                     return Ok(Response::from_parts(head, body));
                 }
                 Err(mut e) => match e.take_message() {
@@ -331,12 +334,13 @@ pub(crate) struct DrivenBody {
     body: Incoming,
     /// `None` once given back.
     conn: Option<Conn>,
-    home: Option<(Weak<Pool>, Authority)>,
+    /// The pool it goes back to, and under which authority.
+    return_to: Option<(Weak<Pool>, Authority)>,
 }
 
 impl DrivenBody {
     fn finish(&mut self) {
-        if let (Some(conn), Some((pool, authority))) = (self.conn.take(), self.home.take())
+        if let (Some(conn), Some((pool, authority))) = (self.conn.take(), self.return_to.take())
             && let Some(pool) = pool.upgrade()
         {
             pool.check_in(authority, conn);
@@ -383,6 +387,64 @@ mod tests {
         assert_eq!(of("example.com:80"), "example.com");
         assert_eq!(of("127.0.0.1:8080"), "127.0.0.1:8080");
         assert_eq!(of("[::1]:9000"), "[::1]:9000");
+    }
+
+    /// A keep-alive HTTP/1.1 server answering `ok` to every request; counts connections.
+    async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = socket.read(&mut buf).await {
+                        seen.extend_from_slice(&buf[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if socket.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (uri, accepted)
+    }
+
+    async fn get(pool: &Arc<Pool>, uri: &Uri) {
+        use http_body_util::BodyExt as _;
+        let answer = pool.send(uri, Request::new(String::new())).await.unwrap();
+        assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_reused_only_on_the_worker_that_opened_it() {
+        let (uri, accepted) = counting_server().await;
+        let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
+        let workers = workers::Workers::start(1).unwrap();
+        let on_worker = |pool: Arc<Pool>, uri: Uri| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            workers.spawn(async move {
+                get(&pool, &uri).await;
+                get(&pool, &uri).await;
+                let _ = tx.send(());
+            });
+            rx
+        };
+        on_worker(Arc::clone(&pool), uri.clone()).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "two calls on the worker, one connection");
+        get(&pool, &uri).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "off the worker, the worker's connection is not taken");
+        get(&pool, &uri).await;
+        on_worker(Arc::clone(&pool), uri.clone()).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "each side reuses its own");
     }
 
     #[test]
