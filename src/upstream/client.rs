@@ -1,6 +1,6 @@
-//! The HTTP client of HTTP upstreams: for `http://` ones, HTTP/1.1 connections driven by
-//! the call that uses them ([`driven`]); for `https://` ones, hyper's pooled client
-//! (HTTP/1.1 or HTTP/2 by ALPN), straight.
+//! The HTTP client of HTTP upstreams: for `http://` ones, HTTP/1.1 connections of
+//! seawall's own, driven by the call that uses them ([`driven`], [`h1`]); for `https://`
+//! ones, hyper's pooled client (HTTP/1.1 or HTTP/2 by ALPN), straight.
 //!
 //! A proxied call costs one request to its upstream, so this path is kept lean: the
 //! URI is parsed once per upstream, the static headers are built once, and nothing
@@ -10,6 +10,7 @@
 //! are direct: `HTTP_PROXY` and its kin are not consulted.
 
 mod driven;
+mod h1;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,13 +64,13 @@ impl UpstreamClient {
         headers: HeaderMap,
         body: String,
     ) -> Result<UpstreamResponse, UpstreamError> {
+        if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
+            let response = self.plain.send(&method, uri, &headers, body.as_bytes()).await?;
+            return Ok(UpstreamResponse(response.map(ResponseBody::Driven)));
+        }
         let mut request = Request::new(body);
         *request.method_mut() = method;
         *request.headers_mut() = headers;
-        if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-            let response = self.plain.send(uri, request).await?;
-            return Ok(UpstreamResponse(response.map(ResponseBody::Driven)));
-        }
         *request.uri_mut() = uri.clone();
         match self.tls.request(request).await {
             Ok(response) => Ok(UpstreamResponse(response.map(ResponseBody::Pooled))),
@@ -119,15 +120,15 @@ pub(crate) enum ResponseBody {
 
 impl http_body::Body for ResponseBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
             ResponseBody::Driven(body) => std::pin::Pin::new(body).poll_frame(cx),
-            ResponseBody::Pooled(body) => std::pin::Pin::new(body).poll_frame(cx),
+            ResponseBody::Pooled(body) => std::pin::Pin::new(body).poll_frame(cx).map_err(std::io::Error::other),
         }
     }
 
@@ -179,7 +180,7 @@ impl UpstreamResponse {
     }
 
     /// The body as a stream of pieces.
-    pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, hyper::Error>> + Send + 'static {
+    pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
         http_body_util::BodyDataStream::new(self.0.into_body())
     }
 }

@@ -1,36 +1,32 @@
 //! Plain-HTTP upstream connections driven by the call that uses them.
 //!
-//! hyper's pooled client runs every connection as a task of its own: a call hands its
-//! request to that task over a channel and is woken by it with the answer, each time a
-//! wake-up across tasks and often across worker threads. For `http://` upstreams seawall
-//! keeps its own pool of HTTP/1.1 connections instead: the call that checks one out polls
-//! the connection itself while it sends its request and reads the answer, so one task,
-//! woken by its own sockets, does the whole exchange. An idle connection is polled by
-//! nobody: it is looked at when it is checked out (one the server closed meanwhile is
-//! dropped, and a request it could not take is sent on another) and by a sweep that
+//! For `http://` upstreams seawall keeps its own pool of HTTP/1.1 connections and speaks
+//! HTTP/1.1 on them itself ([`super::h1`]): the call that checks a connection out writes
+//! its request in one piece and reads the answer off the socket as it polls, so one task,
+//! woken by its own socket, does the whole exchange (no connection task, no channel, no
+//! wake-up across tasks). An idle connection is polled by nobody: it is looked at when it
+//! is checked out (one the server closed, or that sent anything unasked, is dropped, and a
+//! request that could not be written on it at all goes on another) and by a sweep that
 //! closes those idle for longer than the pool keeps them.
 
-use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::task::AtomicWaker;
-use http::uri::{Authority, PathAndQuery};
-use http::{HeaderValue, Request, Response, Uri};
+use bytes::{Buf, Bytes, BytesMut};
+use http::uri::Authority;
+use http::{HeaderMap, Method, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::client::conn::TrySendError;
-use hyper::client::conn::http1::{self, Connection, SendRequest};
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use super::chain;
+use super::h1::{self, BodyDecoder, Step};
 use crate::call::UpstreamError;
 use crate::workers;
 
@@ -39,6 +35,8 @@ const MAX_IDLE: usize = 256;
 /// How often idle connections are looked at, to close those past their time or closed
 /// by the server.
 const SWEEP: Duration = Duration::from_secs(15);
+/// Room made in a connection's read buffer before each read.
+const READ_ROOM: usize = 8 * 1024;
 
 /// One upstream's idle plain-HTTP/1.1 connections, by the authority they reach.
 pub(super) struct Pool {
@@ -47,7 +45,7 @@ pub(super) struct Pool {
     idle_timeout: Duration,
     /// Whether the sweep task runs (it is started with the first connection, from a
     /// runtime).
-    sweeping: std::sync::atomic::AtomicBool,
+    sweeping: AtomicBool,
 }
 
 struct Idle {
@@ -56,156 +54,120 @@ struct Idle {
     since: Instant,
 }
 
-/// The state machine of one connection.
-type Driver = Pin<Box<Connection<TokioIo<TcpStream>, String>>>;
-
-/// One HTTP/1.1 connection: the handle requests are sent on and the state machine that
-/// reads and writes the socket, polled by whoever holds it.
+/// One HTTP/1.1 connection: its socket and what was read off it and not yet taken.
 struct Conn {
-    send: SendRequest<String>,
+    io: TcpStream,
+    buf: BytesMut,
     /// The worker whose reactor its socket is registered with (see [`workers::home`]):
     /// it is reused only there.
     home: usize,
-    /// `None` once the connection has ended.
-    driver: Option<Driver>,
-    /// What the connection and the answer's body wake (see [`Doorbell`]).
-    bell: Arc<Doorbell>,
-    waker: Waker,
 }
 
-/// The waker a connection and its answer's body are polled with. It tells apart the
-/// wake-ups the call causes itself while it polls them — reading the body tells the
-/// connection it wants more, the connection hands the body what it read — which are
-/// answered by polling again at once, from those that come from outside (the socket
-/// became ready), which wake the call's task. Without it each of the former would wake
-/// the task once more, and with it, often, another worker thread.
-struct Doorbell {
-    state: AtomicU8,
-    task: AtomicWaker,
-}
-
-/// The call is polling the connection.
-const POLLING: u8 = 1;
-/// The connection or the body rang while it did.
-const RUNG: u8 = 2;
-/// Rounds of polling within one poll of the call before it yields to its runtime.
-const MAX_ROUNDS: usize = 32;
-
-impl Wake for Doorbell {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.state.fetch_or(RUNG, Ordering::AcqRel) & POLLING == 0 {
-            self.task.wake();
-        }
-    }
+/// Why an exchange failed, and whether the request may have reached the upstream.
+enum Failed {
+    /// Not a byte of the request was written: it can go on another connection.
+    Unsent(io::Error),
+    /// The request was (possibly) sent.
+    Sent(UpstreamError),
 }
 
 impl Conn {
-    fn new(send: SendRequest<String>, driver: Connection<TokioIo<TcpStream>, String>) -> Conn {
-        let bell = Arc::new(Doorbell { state: AtomicU8::new(0), task: AtomicWaker::new() });
-        let waker = Waker::from(bell.clone());
-        Conn { send, home: workers::home(), driver: Some(Box::pin(driver)), bell, waker }
+    fn new(io: TcpStream) -> Conn {
+        Conn { io, buf: BytesMut::with_capacity(READ_ROOM), home: workers::home() }
     }
 
-    /// Polls `step` (which waits on something the connection produces), driving the
-    /// connection before each try, until it is ready or nothing is left to do but wait
-    /// for the socket.
-    fn poll_driven<T>(&mut self, cx: &mut Context<'_>, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
-        let Conn { driver, bell, waker, .. } = self;
-        bell.task.register(cx.waker());
-        bell.state.store(POLLING, Ordering::Release);
-        let mut inner = Context::from_waker(waker);
-        for _ in 0..MAX_ROUNDS {
-            drive(driver, &mut inner);
-            if let Poll::Ready(value) = step(&mut inner) {
-                bell.state.store(0, Ordering::Release);
-                return Poll::Ready(value);
+    /// Whether an idle connection can take a request: nothing arrived on it since its
+    /// last answer, neither bytes nor the server's close (looked at without a wait).
+    fn usable(&self) -> bool {
+        self.buf.is_empty()
+            && matches!(self.io.try_read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Writes `request` and reads the head of its answer (past any 1xx answers).
+    async fn exchange(&mut self, request: &[u8]) -> Result<h1::Head, Failed> {
+        let mut written = 0;
+        while written < request.len() {
+            match self.io.write(&request[written..]).await {
+                Ok(0) => return Err(Failed::Sent(UpstreamError::Io("the connection closed while writing".into()))),
+                Ok(n) => written += n,
+                Err(e) if written == 0 => return Err(Failed::Unsent(e)),
+                Err(e) => return Err(Failed::Sent(UpstreamError::Io(chain(&e)))),
             }
-            if bell.state.compare_exchange(POLLING, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                return Poll::Pending;
-            }
-            // It rang while being polled: there is more to do now.
-            bell.state.store(POLLING, Ordering::Release);
         }
-        bell.state.store(0, Ordering::Release);
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        loop {
+            if !self.buf.is_empty() {
+                match h1::parse_head(&self.buf) {
+                    Ok(Some((head, len))) => {
+                        self.buf.advance(len);
+                        if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
+                            return Err(Failed::Sent(UpstreamError::Protocol(
+                                "an unasked protocol switch (101)".into(),
+                            )));
+                        }
+                        if head.status.is_informational() {
+                            continue;
+                        }
+                        return Ok(head);
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(Failed::Sent(UpstreamError::Protocol(e.to_string()))),
+                }
+            }
+            self.buf.reserve(READ_ROOM);
+            match self.io.read_buf(&mut self.buf).await {
+                Ok(0) => return Err(Failed::Sent(UpstreamError::Io("the connection closed before an answer".into()))),
+                Ok(_) => {}
+                Err(e) => return Err(Failed::Sent(UpstreamError::Io(chain(&e)))),
+            }
+        }
     }
-
-    /// Whether an idle connection can take a request: still open (looked at without
-    /// registering anyone to wake) and ready for one.
-    fn usable(&mut self) -> bool {
-        drive(&mut self.driver, &mut Context::from_waker(Waker::noop())) && self.send.is_ready()
-    }
-
-    /// Sends `request` and waits for the head of its answer, driving the connection.
-    async fn send(&mut self, request: Request<String>) -> Result<Response<Incoming>, TrySendError<Request<String>>> {
-        let mut answer = std::pin::pin!(self.send.try_send_request(request));
-        std::future::poll_fn(|cx| self.poll_driven(cx, |inner| answer.as_mut().poll(inner))).await
-    }
-}
-
-/// Lets the connection read and write what it can; whether it is still open.
-fn drive(driver: &mut Option<Driver>, cx: &mut Context<'_>) -> bool {
-    if let Some(connection) = driver
-        && connection.as_mut().poll(cx).is_ready()
-    {
-        // Dropping it fails what it still held, so that nothing waits on it.
-        *driver = None;
-    }
-    driver.is_some()
 }
 
 impl Pool {
     /// A pool whose connections are given `connect_timeout` to connect and closed after
     /// `idle_timeout` unused.
     pub(super) fn new(connect_timeout: Duration, idle_timeout: Duration) -> Arc<Pool> {
-        Arc::new(Pool {
-            idle: Mutex::new(Vec::new()),
-            connect_timeout,
-            idle_timeout,
-            sweeping: std::sync::atomic::AtomicBool::new(false),
-        })
+        Arc::new(Pool { idle: Mutex::new(Vec::new()), connect_timeout, idle_timeout, sweeping: AtomicBool::new(false) })
     }
 
-    /// Sends `request` to `uri` (an `http://` URI) on an idle connection, or a new one,
-    /// and waits for the head of the answer. A request an idle connection turns out not
-    /// to take (the server closed it) goes on another: it never left seawall.
+    /// Sends a request to `uri` (an `http://` URI) on an idle connection, or a new one,
+    /// and waits for the head of the answer. A request that could not be written at all
+    /// on an idle connection (the server closed it) goes on another: it never left
+    /// seawall.
     pub(super) async fn send(
         self: &Arc<Pool>,
+        method: &Method,
         uri: &Uri,
-        mut request: Request<String>,
+        headers: &HeaderMap,
+        body: &[u8],
     ) -> Result<Response<DrivenBody>, UpstreamError> {
         let authority = uri.authority().ok_or_else(|| UpstreamError::Connect("the URI names no host".into()))?;
-        *request.uri_mut() = origin_form(uri);
-        if !request.headers().contains_key(http::header::HOST) {
-            let host = HeaderValue::from_str(host_header(authority).as_ref())
-                .map_err(|_| UpstreamError::Connect("the URI's host is not a valid Host header".into()))?;
-            request.headers_mut().insert(http::header::HOST, host);
-        }
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut request = Vec::new();
+        h1::encode_request(&mut request, method, target, &host_header(authority), headers, body);
         loop {
             let (mut conn, reused) = match self.checkout(authority) {
                 Some(conn) => (conn, true),
                 None => (self.connect(authority).await?, false),
             };
-            match conn.send(request).await {
-                Ok(response) => {
-                    let (head, body) = response.into_parts();
-                    let body = DrivenBody {
-                        body,
-                        conn: Some(conn),
-                        return_to: Some((Arc::downgrade(self), authority.clone())),
-                    };
-                    return Ok(Response::from_parts(head, body));
-                }
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) if reused => request = unsent,
-                    _ => return Err(UpstreamError::Io(chain(e.error()))),
-                },
-            }
+            let head = match conn.exchange(&request).await {
+                Ok(head) => head,
+                Err(Failed::Unsent(_)) if reused => continue,
+                Err(Failed::Unsent(e)) => return Err(UpstreamError::Io(chain(&e))),
+                Err(Failed::Sent(e)) => return Err(e),
+            };
+            let framing = h1::framing(&head).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+            let body = DrivenBody {
+                decoder: BodyDecoder::new(framing.body),
+                keep_alive: framing.keep_alive,
+                conn: Some(conn),
+                return_to: Some((Arc::downgrade(self), authority.clone())),
+            };
+            let mut response = Response::new(body);
+            *response.status_mut() = head.status;
+            *response.version_mut() = head.version;
+            *response.headers_mut() = head.headers;
+            return Ok(response);
         }
     }
 
@@ -221,7 +183,7 @@ impl Pool {
             if idle[i].authority != *authority || idle[i].conn.home != home {
                 continue;
             }
-            let mut entry = idle.remove(i);
+            let entry = idle.remove(i);
             if now.duration_since(entry.since) < self.idle_timeout && entry.conn.usable() {
                 return Some(entry.conn);
             }
@@ -230,9 +192,7 @@ impl Pool {
     }
 
     /// Puts a connection whose last answer was read to its end back, unless it closed.
-    fn check_in(self: &Arc<Pool>, authority: Authority, mut conn: Conn) {
-        // Idle, it wakes nobody (looking at it registers no one).
-        conn.bell.task.take();
+    fn check_in(&self, authority: Authority, conn: Conn) {
         if !conn.usable() {
             return;
         }
@@ -255,9 +215,7 @@ impl Pool {
             .map_err(|e| UpstreamError::Connect(format!("tcp connect error: {e}")))?;
         // Calls are small request/answer exchanges: never hold a segment back.
         let _ = stream.set_nodelay(true);
-        let (send, driver) =
-            http1::handshake(TokioIo::new(stream)).await.map_err(|e| UpstreamError::Connect(chain(&e)))?;
-        Ok(Conn::new(send, driver))
+        Ok(Conn::new(stream))
     }
 
     /// Starts the task that closes stale idle connections, once, while the pool lives.
@@ -288,7 +246,7 @@ async fn sweep(pool: Weak<Pool>) {
             let (keep, stale) =
                 std::mem::take(&mut *idle).into_iter().partition(|entry| now.duration_since(entry.since) < timeout);
             *idle = keep;
-            idle.retain_mut(|entry| entry.conn.usable());
+            idle.retain(|entry| entry.conn.usable());
             stale
         };
         // Closed outside the lock.
@@ -297,7 +255,7 @@ async fn sweep(pool: Weak<Pool>) {
 }
 
 /// A TCP connection to the first of `host`'s addresses that accepts one.
-async fn open(host: &str, port: u16) -> std::io::Result<TcpStream> {
+async fn open(host: &str, port: u16) -> io::Result<TcpStream> {
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     let addresses: Vec<SocketAddr> = match literal.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
@@ -310,13 +268,7 @@ async fn open(host: &str, port: u16) -> std::io::Result<TcpStream> {
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "the host has no address")))
-}
-
-/// `uri`'s path and query alone, as HTTP/1.1 sends them to an origin server.
-fn origin_form(uri: &Uri) -> Uri {
-    let path = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    Uri::from(path)
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host has no address")))
 }
 
 /// The `Host` header for `authority`: its host and any port but the default, never its
@@ -328,51 +280,84 @@ fn host_header(authority: &Authority) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The body of an answer on a driven connection: reading it drives the connection, and
+/// The body of an answer on a driven connection: reading it reads the connection, and
 /// the connection goes back to its pool once the body has been read to its end.
 pub(crate) struct DrivenBody {
-    body: Incoming,
-    /// `None` once given back.
+    decoder: BodyDecoder,
+    /// Whether the connection may carry another request after this answer.
+    keep_alive: bool,
+    /// `None` once given back or closed.
     conn: Option<Conn>,
     /// The pool it goes back to, and under which authority.
     return_to: Option<(Weak<Pool>, Authority)>,
 }
 
 impl DrivenBody {
+    /// The body was read to its end: the connection goes back to its pool if it can
+    /// carry another request.
     fn finish(&mut self) {
         if let (Some(conn), Some((pool, authority))) = (self.conn.take(), self.return_to.take())
+            && self.keep_alive
             && let Some(pool) = pool.upgrade()
         {
             pool.check_in(authority, conn);
         }
     }
+
+    /// A failure closes the connection.
+    fn fail(&mut self, e: io::Error) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        self.conn = None;
+        Poll::Ready(Some(Err(e)))
+    }
 }
 
 impl Body for DrivenBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = io::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<io::Result<Frame<Bytes>>>> {
         let this = &mut *self;
-        let body = &mut this.body;
-        let polled = match &mut this.conn {
-            Some(conn) => conn.poll_driven(cx, |inner| Pin::new(&mut *body).poll_frame(inner)),
-            None => Pin::new(body).poll_frame(cx),
-        };
-        match &polled {
-            Poll::Ready(None) => this.finish(),
-            Poll::Ready(Some(Err(_))) => this.conn = None,
-            _ => {}
+        loop {
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match this.decoder.decode(&mut conn.buf) {
+                Ok(Step::Data(data)) => {
+                    if this.decoder.is_done() {
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Ok(Step::End) => {
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                Ok(Step::More) => {}
+                Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+            conn.buf.reserve(READ_ROOM);
+            match tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => match this.decoder.eof() {
+                    Ok(_) => {
+                        // Ended by the close: nothing to give back.
+                        this.conn = None;
+                        return Poll::Ready(None);
+                    }
+                    Err(e) => return this.fail(io::Error::new(io::ErrorKind::UnexpectedEof, e)),
+                },
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return this.fail(e),
+            }
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.decoder.is_done()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        self.decoder.remaining().map_or_else(SizeHint::default, SizeHint::with_exact)
     }
 }
 
@@ -420,7 +405,7 @@ mod tests {
 
     async fn get(pool: &Arc<Pool>, uri: &Uri) {
         use http_body_util::BodyExt as _;
-        let answer = pool.send(uri, Request::new(String::new())).await.unwrap();
+        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), b"").await.unwrap();
         assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), "ok");
     }
 
@@ -447,11 +432,104 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "each side reuses its own");
     }
 
-    #[test]
-    fn origin_form_keeps_the_path_and_query() {
-        let uri: Uri = "http://example.com:8080/mcp?x=1".parse().expect("uri");
-        assert_eq!(origin_form(&uri), "/mcp?x=1");
-        let bare: Uri = "http://example.com".parse().expect("uri");
-        assert_eq!(origin_form(&bare), "/");
+    /// A server that answers the requests it is sent, in the order they come over all
+    /// its connections, with `answers` (each written in pieces of 7 bytes, the connection
+    /// closed after it when it says so); counts connections.
+    async fn scripted_server(answers: Vec<(&'static [u8], bool)>) -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let answers = Arc::clone(&answers);
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = socket.read(&mut buf).await {
+                        seen.extend_from_slice(&buf[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let Some((answer, close)) = answers.lock().next() else { return };
+                            for piece in answer.chunks(7) {
+                                if socket.write_all(piece).await.is_err() {
+                                    return;
+                                }
+                                tokio::task::yield_now().await;
+                            }
+                            if close {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (uri, accepted)
+    }
+
+    async fn body_of(pool: &Arc<Pool>, uri: &Uri) -> Result<Bytes, String> {
+        use http_body_util::BodyExt as _;
+        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), b"").await.map_err(|e| e.to_string())?;
+        answer.into_body().collect().await.map(|b| b.to_bytes()).map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn answers_of_every_framing_are_read_and_only_reusable_connections_reused() {
+        let (uri, accepted) = scripted_server(vec![
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", false),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfghij", false),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nklm", false),
+            (b"HTTP/1.1 200 OK\r\n\r\nuntil the close", true),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", false),
+        ])
+        .await;
+        let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "abcde");
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "fghij");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "chunked and sized answers keep the connection");
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "klm");
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "until the close");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "after `connection: close`, a new connection");
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "");
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "an answer ended by the close is not reused");
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_while_idle_is_not_used() {
+        let (uri, accepted) = scripted_server(vec![
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst", true),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nsecond", false),
+        ])
+        .await;
+        let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "first");
+        // The server's close reaches the idle connection.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "second");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_short_or_garbled_is_an_error_and_its_connection_is_dropped() {
+        let (uri, accepted) = scripted_server(vec![
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly this", true),
+            (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", true),
+            (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", false),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
+        ])
+        .await;
+        let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
+        let cut = body_of(&pool, &uri).await.unwrap_err();
+        assert!(cut.contains("closed before the end"), "{cut}");
+        let garbled = body_of(&pool, &uri).await.unwrap_err();
+        assert!(garbled.contains("invalid HTTP response head"), "{garbled}");
+        let chunk = body_of(&pool, &uri).await.unwrap_err();
+        assert!(chunk.contains("invalid chunked body"), "{chunk}");
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 4, "no broken connection was reused");
     }
 }

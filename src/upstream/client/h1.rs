@@ -1,0 +1,517 @@
+//! The HTTP/1.1 of seawall's plain-HTTP upstream connections: a request written in one
+//! piece, an answer's head parsed with `httparse`, and its body taken apart by its framing
+//! (`Content-Length`, `chunked`, or until the connection closes).
+//!
+//! A proxied call is one small exchange on a keep-alive connection. Written here, it costs
+//! one buffer for the request and one read buffer per connection; nothing between the
+//! call and the socket (no dispatcher, no channel, no request or response object built
+//! and taken apart again). What the upstream sends is bounded: the head to [`MAX_HEAD`]
+//! bytes and [`MAX_HEADERS`] fields, a chunk-size line to [`MAX_LINE`] bytes, and the
+//! trailers to [`MAX_HEAD`] bytes.
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
+
+/// Longest answer head (status line and fields) read from an upstream.
+pub(super) const MAX_HEAD: usize = 64 * 1024;
+/// Most header fields in an answer head.
+pub(super) const MAX_HEADERS: usize = 100;
+/// Longest chunk-size line (the size and any extensions).
+const MAX_LINE: usize = 1024;
+
+/// Why an upstream's answer could not be read as HTTP/1.1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProtocolError {
+    /// The head is not a valid HTTP/1.x response head.
+    #[error("invalid HTTP response head: {0}")]
+    Head(&'static str),
+    /// The head is longer than [`MAX_HEAD`] bytes.
+    #[error("HTTP response head longer than {MAX_HEAD} bytes")]
+    HeadTooLong,
+    /// The body's framing is contradictory or unreadable.
+    #[error("invalid HTTP response framing: {0}")]
+    Framing(&'static str),
+    /// A chunk of a `chunked` body is malformed.
+    #[error("invalid chunked body: {0}")]
+    Chunk(&'static str),
+    /// The connection closed before the end of the answer.
+    #[error("the connection closed before the end of the answer")]
+    Truncated,
+}
+
+/// Writes a request (head and body) to `out`: `target` is the origin form (path and
+/// query), `host` the `Host` field unless `headers` carry one. The body's length is always
+/// declared, but for a bodiless GET or DELETE; `Content-Length`, `Transfer-Encoding` and
+/// `Connection` among `headers` are left out, since the framing is this writer's.
+pub(super) fn encode_request(
+    out: &mut Vec<u8>,
+    method: &Method,
+    target: &str,
+    host: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) {
+    out.reserve(128 + target.len() + headers.len() * 48 + body.len());
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if !headers.contains_key(HOST) {
+        field(out, b"host", host.as_bytes());
+    }
+    for (name, value) in headers {
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION {
+            continue;
+        }
+        field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if !body.is_empty() || !(method == Method::GET || method == Method::DELETE) {
+        let mut digits = itoa::Buffer::new();
+        field(out, b"content-length", digits.format(body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An answer's head.
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) status: StatusCode,
+    pub(super) version: Version,
+    pub(super) headers: HeaderMap,
+}
+
+/// Parses an answer head from the start of `buf`: the head and its length once `buf`
+/// holds all of it, `None` while it may still come.
+pub(super) fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut fields);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(ProtocolError::HeadTooLong),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(ProtocolError::Head("more than 100 header fields")),
+        Err(_) => return Err(ProtocolError::Head("not an HTTP/1.x status line and header fields")),
+    };
+    if len > MAX_HEAD {
+        return Err(ProtocolError::HeadTooLong);
+    }
+    let status = response.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(ProtocolError::Head("bad status"))?;
+    let version = if response.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
+    let mut headers = HeaderMap::with_capacity(response.headers.len());
+    for f in response.headers.iter() {
+        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| ProtocolError::Head("bad field name"))?;
+        let value = HeaderValue::from_bytes(f.value).map_err(|_| ProtocolError::Head("bad field value"))?;
+        headers.append(name, value);
+    }
+    Ok(Some((Head { status, version, headers }, len)))
+}
+
+/// How an answer's body is delimited (RFC 9112 §6.3), and whether the connection can
+/// carry another request after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Framing {
+    pub(super) body: BodyLength,
+    pub(super) keep_alive: bool,
+}
+
+/// How an answer's body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BodyLength {
+    /// Exactly this many bytes (none for 204, 304).
+    Exact(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Whatever comes until the upstream closes the connection.
+    UntilClose,
+}
+
+/// The framing of an answer with `head` (never a 1xx one).
+pub(super) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
+    let headers = &head.headers;
+    let mut keep_alive = match head.version {
+        Version::HTTP_10 => has_token(headers, CONNECTION, "keep-alive"),
+        _ => !has_token(headers, CONNECTION, "close"),
+    };
+    if head.status == StatusCode::NO_CONTENT || head.status == StatusCode::NOT_MODIFIED {
+        return Ok(Framing { body: BodyLength::Exact(0), keep_alive });
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        // Chunked only when it is the last coding; anything else runs until the close.
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+            .map(str::trim)
+            .rfind(|c| !c.is_empty());
+        if last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")) && head.version != Version::HTTP_10 {
+            return Ok(Framing { body: BodyLength::Chunked, keep_alive });
+        }
+        return Ok(Framing { body: BodyLength::UntilClose, keep_alive: false });
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.to_str().map_err(|_| ProtocolError::Framing("Content-Length is not a number"))?.split(',') {
+            let n = parse_decimal(part.trim()).ok_or(ProtocolError::Framing("Content-Length is not a number"))?;
+            if length.is_some_and(|seen| seen != n) {
+                return Err(ProtocolError::Framing("Content-Length fields disagree"));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(n) => Framing { body: BodyLength::Exact(n), keep_alive },
+        None => {
+            keep_alive = false;
+            Framing { body: BodyLength::UntilClose, keep_alive }
+        }
+    })
+}
+
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+fn parse_decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// What the body decoder found in the bytes read so far.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// A piece of the body.
+    Data(Bytes),
+    /// The body is complete.
+    End,
+    /// More bytes must be read first.
+    More,
+}
+
+/// Takes a body apart from the bytes read off its connection.
+#[derive(Debug)]
+pub(super) struct BodyDecoder {
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// This many bytes of an exact-length body are still to come.
+    Exact(u64),
+    /// Everything until the connection closes.
+    UntilClose,
+    /// A chunk-size line is next.
+    ChunkSize,
+    /// This many bytes of the current chunk are still to come.
+    ChunkData(u64),
+    /// The CRLF after a chunk's data is next.
+    ChunkEnd,
+    /// Trailer fields, then an empty line; how many trailer bytes were seen.
+    Trailers(usize),
+    /// The body is complete.
+    Done,
+}
+
+impl BodyDecoder {
+    /// A decoder for a body of `length`.
+    pub(super) fn new(length: BodyLength) -> BodyDecoder {
+        let state = match length {
+            BodyLength::Exact(0) => State::Done,
+            BodyLength::Exact(n) => State::Exact(n),
+            BodyLength::Chunked => State::ChunkSize,
+            BodyLength::UntilClose => State::UntilClose,
+        };
+        BodyDecoder { state }
+    }
+
+    /// Whether the whole body has been taken.
+    pub(super) fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// The body's length, when the head declared it and none of it was taken yet.
+    pub(super) fn remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Exact(n) => Some(n),
+            State::Done => Some(0),
+            _ => None,
+        }
+    }
+
+    /// The next piece of the body from `buf` (which loses what it hands out).
+    pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
+        loop {
+            match self.state {
+                State::Done => return Ok(Step::End),
+                State::Exact(n) | State::ChunkData(n) => {
+                    if buf.is_empty() {
+                        return Ok(Step::More);
+                    }
+                    let take = usize::try_from(n).map_or(buf.len(), |n| n.min(buf.len()));
+                    let left = n - take as u64;
+                    self.state = match self.state {
+                        State::Exact(_) if left == 0 => State::Done,
+                        State::Exact(_) => State::Exact(left),
+                        _ if left == 0 => State::ChunkEnd,
+                        _ => State::ChunkData(left),
+                    };
+                    return Ok(Step::Data(buf.split_to(take).freeze()));
+                }
+                State::UntilClose => {
+                    if buf.is_empty() {
+                        return Ok(Step::More);
+                    }
+                    return Ok(Step::Data(buf.split().freeze()));
+                }
+                State::ChunkSize => {
+                    let Some(line) = take_line(buf, MAX_LINE, "chunk-size line too long")? else {
+                        return Ok(Step::More);
+                    };
+                    let size = chunk_size(&line)?;
+                    self.state = if size == 0 { State::Trailers(0) } else { State::ChunkData(size) };
+                }
+                State::ChunkEnd => {
+                    if buf.len() < 2 {
+                        return Ok(Step::More);
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err(ProtocolError::Chunk("chunk data not followed by CRLF"));
+                    }
+                    buf.advance(2);
+                    self.state = State::ChunkSize;
+                }
+                State::Trailers(seen) => {
+                    let Some(line) = take_line(buf, MAX_HEAD - seen, "trailers too long")? else {
+                        return Ok(Step::More);
+                    };
+                    self.state = if line.is_empty() { State::Done } else { State::Trailers(seen + line.len() + 2) };
+                }
+            }
+        }
+    }
+
+    /// The connection closed: the end of a body that runs until then, an error otherwise.
+    pub(super) fn eof(&mut self) -> Result<Step, ProtocolError> {
+        match self.state {
+            State::UntilClose | State::Done => {
+                self.state = State::Done;
+                Ok(Step::End)
+            }
+            _ => Err(ProtocolError::Truncated),
+        }
+    }
+}
+
+/// Takes one CRLF-terminated line (without its CRLF) off `buf`, if all of it is there.
+fn take_line(buf: &mut BytesMut, max: usize, too_long: &'static str) -> Result<Option<BytesMut>, ProtocolError> {
+    match memchr::memchr(b'\n', buf) {
+        Some(end) if end > max => Err(ProtocolError::Chunk(too_long)),
+        Some(end) => {
+            if end == 0 || buf[end - 1] != b'\r' {
+                return Err(ProtocolError::Chunk("line not ended by CRLF"));
+            }
+            let mut line = buf.split_to(end + 1);
+            line.truncate(end - 1);
+            Ok(Some(line))
+        }
+        None if buf.len() > max => Err(ProtocolError::Chunk(too_long)),
+        None => Ok(None),
+    }
+}
+
+/// The size of a chunk-size line: hexadecimal digits, then any extensions after `;`.
+fn chunk_size(line: &[u8]) -> Result<u64, ProtocolError> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return Err(ProtocolError::Chunk("chunk size is not hexadecimal"));
+    }
+    let rest = &line[digits..];
+    let rest_ok = rest.iter().position(|b| *b != b' ' && *b != b'\t').is_none_or(|i| rest[i] == b';');
+    if digits > 15 || !rest_ok {
+        return Err(ProtocolError::Chunk("chunk size is not hexadecimal"));
+    }
+    let mut size = 0u64;
+    for b in &line[..digits] {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => b - b'A' + 10,
+        };
+        size = size * 16 + u64::from(digit);
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Head {
+        parse_head(text.as_bytes()).unwrap().unwrap().0
+    }
+
+    /// Decodes `wire` (a body as it arrives) fed in pieces of `step` bytes; what the
+    /// body was, or the first error.
+    fn decode_in_pieces(length: BodyLength, wire: &[u8], step: usize) -> Result<Vec<u8>, ProtocolError> {
+        let mut decoder = BodyDecoder::new(length);
+        let mut buf = BytesMut::new();
+        let mut body = Vec::new();
+        let mut fed = 0;
+        loop {
+            match decoder.decode(&mut buf)? {
+                Step::Data(d) => body.extend_from_slice(&d),
+                Step::End => return Ok(body),
+                Step::More if fed < wire.len() => {
+                    let end = (fed + step).min(wire.len());
+                    buf.extend_from_slice(&wire[fed..end]);
+                    fed = end;
+                }
+                Step::More => {
+                    return match decoder.eof()? {
+                        Step::End => Ok(body),
+                        _ => unreachable!(),
+                    };
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_declares_its_length_and_keeps_the_framing_to_itself() {
+        let mut headers = HeaderMap::new();
+        headers.insert("accept", HeaderValue::from_static("application/json, text/event-stream"));
+        headers.insert("content-length", HeaderValue::from_static("999"));
+        headers.insert("connection", HeaderValue::from_static("close"));
+        let mut out = Vec::new();
+        encode_request(&mut out, &Method::POST, "/mcp?x=1", "127.0.0.1:8080", &headers, b"{}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "POST /mcp?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\naccept: application/json, text/event-stream\r\n\
+             content-length: 2\r\n\r\n{}"
+        );
+        let mut get = Vec::new();
+        headers.insert(HOST, HeaderValue::from_static("example.com"));
+        encode_request(&mut get, &Method::GET, "/", "ignored", &headers, b"");
+        let get = String::from_utf8(get).unwrap();
+        assert!(get.starts_with("GET / HTTP/1.1\r\n"), "{get}");
+        assert_eq!(get.matches("host: ").count(), 1, "the caller's Host alone: {get}");
+        assert!(get.contains("host: example.com\r\n"), "{get}");
+        assert!(!get.contains("content-length"), "a bodiless GET declares no length: {get}");
+    }
+
+    #[test]
+    fn a_head_is_parsed_once_all_of_it_is_there() {
+        let text = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nmcp-session-id: abc\r\ncontent-length: 5\r\n\r\nhello";
+        for cut in 0..text.find("\r\n\r\n").unwrap() + 3 {
+            assert!(parse_head(&text.as_bytes()[..cut]).unwrap().is_none(), "partial at {cut}");
+        }
+        let (head, len) = parse_head(text.as_bytes()).unwrap().unwrap();
+        assert_eq!(&text[len..], "hello");
+        assert_eq!(head.status, StatusCode::OK);
+        assert_eq!(head.headers["content-type"], "application/json");
+        assert_eq!(head.headers["mcp-session-id"], "abc");
+        assert_eq!(framing(&head).unwrap(), Framing { body: BodyLength::Exact(5), keep_alive: true });
+    }
+
+    #[test]
+    fn a_head_that_is_not_http_or_too_long_is_refused() {
+        assert!(matches!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n"), Err(ProtocolError::Head(_))));
+        assert!(matches!(parse_head(b"HTTP/1.1 200 OK\r\nbad name: x\r\n\r\n"), Err(ProtocolError::Head(_))));
+        let mut long = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while long.len() <= MAX_HEAD {
+            long.extend_from_slice(b"x-filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        assert!(matches!(parse_head(&long), Err(ProtocolError::HeadTooLong | ProtocolError::Head(_))));
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(parse_head(&many).unwrap_err(), ProtocolError::Head("more than 100 header fields"));
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let f = |text: &str| framing(&head(text));
+        assert_eq!(f("HTTP/1.1 204 No Content\r\n\r\n").unwrap().body, BodyLength::Exact(0));
+        assert_eq!(
+            f("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 3\r\n\r\n").unwrap().body,
+            BodyLength::Chunked,
+            "chunked wins over a length"
+        );
+        assert_eq!(
+            f("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n").unwrap(),
+            Framing { body: BodyLength::UntilClose, keep_alive: false }
+        );
+        assert_eq!(
+            f("HTTP/1.1 200 OK\r\n\r\n").unwrap(),
+            Framing { body: BodyLength::UntilClose, keep_alive: false },
+            "no length: until the close"
+        );
+        assert_eq!(f("HTTP/1.1 200 OK\r\ncontent-length: 4, 4\r\n\r\n").unwrap().body, BodyLength::Exact(4));
+        assert!(f("HTTP/1.1 200 OK\r\ncontent-length: 4\r\ncontent-length: 5\r\n\r\n").is_err());
+        assert!(f("HTTP/1.1 200 OK\r\ncontent-length: +4\r\n\r\n").is_err());
+        assert!(f("HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999999\r\n\r\n").is_err());
+        assert!(!f("HTTP/1.1 200 OK\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n").unwrap().keep_alive);
+        assert!(!f("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap().keep_alive);
+        assert!(f("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n").unwrap().keep_alive);
+    }
+
+    #[test]
+    fn bodies_come_out_whole_however_the_bytes_arrive() {
+        let chunked = b"5;ext=1\r\nhello\r\n1\r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for step in [1, 2, 3, 7, 1000] {
+            assert_eq!(decode_in_pieces(BodyLength::Chunked, chunked, step).unwrap(), b"hello world!", "step {step}");
+            assert_eq!(decode_in_pieces(BodyLength::Exact(5), b"hello", step).unwrap(), b"hello");
+            assert_eq!(decode_in_pieces(BodyLength::UntilClose, b"all of it", step).unwrap(), b"all of it");
+        }
+        assert_eq!(decode_in_pieces(BodyLength::Exact(0), b"", 1).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_body_cut_short_or_badly_chunked_is_an_error() {
+        assert_eq!(decode_in_pieces(BodyLength::Exact(10), b"short", 3), Err(ProtocolError::Truncated));
+        assert_eq!(decode_in_pieces(BodyLength::Chunked, b"5\r\nhel", 3), Err(ProtocolError::Truncated));
+        for bad in [&b"zz\r\n"[..], b"5\r\nhelloXX0\r\n\r\n", b"5\nhello", b"1234567890abcdef0\r\n", b"5 x\r\nhello"] {
+            assert!(
+                matches!(decode_in_pieces(BodyLength::Chunked, bad, 2), Err(ProtocolError::Chunk(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let endless_line = vec![b'1'; MAX_LINE + 10];
+        assert!(matches!(decode_in_pieces(BodyLength::Chunked, &endless_line, 64), Err(ProtocolError::Chunk(_))));
+        let mut endless_trailers = b"0\r\n".to_vec();
+        while endless_trailers.len() < MAX_HEAD + 100 {
+            endless_trailers.extend_from_slice(b"x-t: 1\r\n");
+        }
+        assert!(matches!(
+            decode_in_pieces(BodyLength::Chunked, &endless_trailers, 4096),
+            Err(ProtocolError::Chunk("trailers too long"))
+        ));
+    }
+
+    #[test]
+    fn the_bytes_after_a_body_stay_for_the_next_answer() {
+        let mut buf = BytesMut::from(&b"2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"[..]);
+        let mut decoder = BodyDecoder::new(BodyLength::Chunked);
+        assert_eq!(decoder.decode(&mut buf).unwrap(), Step::Data(Bytes::from_static(b"ok")));
+        assert_eq!(decoder.decode(&mut buf).unwrap(), Step::End);
+        assert_eq!(&buf[..], b"HTTP/1.1 200 OK\r\n");
+    }
+}
