@@ -34,7 +34,7 @@ mod envelope {
     fn decode_request() -> Message {
         let body = black_box(CALL.as_bytes());
         match jsonrpc::split_payload(body).expect("payload") {
-            jsonrpc::Payload::Single(raw) => jsonrpc::decode(raw.get()).expect("decode"),
+            jsonrpc::Payload::Single(text) => jsonrpc::decode(text).expect("decode"),
             jsonrpc::Payload::Batch(_) => unreachable!("one message"),
         }
     }

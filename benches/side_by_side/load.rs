@@ -30,6 +30,8 @@ pub struct Watched {
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Cpu {
     pub proxy: Duration,
+    /// The kernel's part of `proxy`: system calls, wake-ups, the network stack.
+    pub proxy_sys: Duration,
     pub upstream: Duration,
     pub generator: Duration,
     /// Context switches of the proxy's threads: how often it slept and was woken.
@@ -40,6 +42,7 @@ impl Watched {
     fn sample(&self) -> Cpu {
         Cpu {
             proxy: procs::cpu_time(&self.proxy),
+            proxy_sys: procs::sys_time(&self.proxy),
             upstream: procs::cpu_time(&self.upstream),
             generator: procs::cpu_time(&[std::process::id()]),
             proxy_switches: procs::context_switches(&self.proxy),
@@ -97,6 +100,7 @@ impl Figures {
         self.latencies.sort_unstable();
         self.window += other.window;
         self.cpu.proxy += other.cpu.proxy;
+        self.cpu.proxy_sys += other.cpu.proxy_sys;
         self.cpu.upstream += other.cpu.upstream;
         self.cpu.generator += other.cpu.generator;
         self.cpu.proxy_switches += other.cpu.proxy_switches;
@@ -352,6 +356,7 @@ pub async fn open_sessions(endpoint: &Endpoint, count: usize, conns: usize) -> F
 fn diff(before: Cpu, after: Cpu) -> Cpu {
     Cpu {
         proxy: after.proxy.saturating_sub(before.proxy),
+        proxy_sys: after.proxy_sys.saturating_sub(before.proxy_sys),
         upstream: after.upstream.saturating_sub(before.upstream),
         generator: after.generator.saturating_sub(before.generator),
         proxy_switches: after.proxy_switches.saturating_sub(before.proxy_switches),

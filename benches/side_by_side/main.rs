@@ -289,9 +289,13 @@ fn single_upstream(url: &str, extra: &str) -> String {
 }
 
 /// Starts a gateway on `body` (upstreams and any other keys) with its listeners on
-/// free loopback ports; returns it and its MCP URL.
+/// free loopback ports; returns it and its MCP URL. Its file goes in a directory of its
+/// own, as deployments keep configuration apart from logs: seawall watches the directory
+/// that holds its file, and every line of a log written there would wake the watcher.
 fn start_gateway(bin: &Path, dir: &Path, name: &str, body: &str) -> (Proc, String) {
-    let config = dir.join(format!("{name}.yaml"));
+    let config_dir = dir.join(format!("{name}-config"));
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let config = config_dir.join(format!("{name}.yaml"));
     std::fs::write(&config, format!("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n{body}")).expect("config");
     let config = config.to_str().expect("utf-8 path").to_owned();
     Proc::start(name, bin, &["run", "--config", &config], &dir.join(format!("{name}.log")), "seawall listening on ")

@@ -133,6 +133,12 @@ pub fn cpu_time(pids: &[u32]) -> Duration {
     Duration::from_micros(ticks * 1_000_000 / clock_ticks_per_sec())
 }
 
+/// The system (kernel) part of [`cpu_time`].
+pub fn sys_time(pids: &[u32]) -> Duration {
+    let ticks: u64 = pids.iter().filter_map(|&p| stat_fields(p)).map(|f| f[12]).sum();
+    Duration::from_micros(ticks * 1_000_000 / clock_ticks_per_sec())
+}
+
 /// Context switches (voluntary and not) of every thread of `pids`, from
 /// `/proc/PID/task/TID/status`.
 pub fn context_switches(pids: &[u32]) -> u64 {

@@ -70,7 +70,7 @@ impl Report {
             d.closed.as_secs_f64()
         );
         println!(
-            "{:<24} {:>8} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>11} {:>10} {:>9}",
+            "{:<24} {:>8} {:>7} {:>7} {:>7} {:>7} {:>11} {:>8} {:>11} {:>11} {:>10} {:>9}",
             "target",
             "req/s",
             "p50",
@@ -78,14 +78,15 @@ impl Report {
             "p99",
             "p99.9",
             "proxy CPU",
+            "kernel",
             "upstr. CPU",
             "gen. CPU",
             "proxy HWM",
             "switches"
         );
         println!(
-            "{:<24} {:>8} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>11} {:>10} {:>9}",
-            "", "", "ms", "ms", "ms", "ms", "µs/call", "µs/call", "µs/call", "MiB", "per call"
+            "{:<24} {:>8} {:>7} {:>7} {:>7} {:>7} {:>11} {:>8} {:>11} {:>11} {:>10} {:>9}",
+            "", "", "ms", "ms", "ms", "ms", "µs/call", "µs/call", "µs/call", "µs/call", "MiB", "per call"
         );
     }
 
@@ -94,8 +95,9 @@ impl Report {
         let proxy = row.proxy.as_ref().map_or_else(|| "-".into(), |_| format!("{:.1}", f.per_call(f.cpu.proxy)));
         let hwm = row.peak_rss_kib.map_or_else(|| "-".into(), |k| format!("{:.1}", k as f64 / 1024.0));
         let switches = row.proxy.as_ref().map_or_else(|| "-".into(), |_| format!("{:.2}", f.switches_per_call()));
+        let kernel = row.proxy.as_ref().map_or_else(|| "-".into(), |_| format!("{:.1}", f.per_call(f.cpu.proxy_sys)));
         println!(
-            "{:<24} {:>8.0} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {proxy:>11} {:>11.1} {:>11.1} {hwm:>10} {switches:>9}",
+            "{:<24} {:>8.0} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {proxy:>11} {kernel:>8} {:>11.1} {:>11.1} {hwm:>10} {switches:>9}",
             row.name,
             f.rps(),
             f.ms(0.5),

@@ -6,13 +6,13 @@ use libfuzzer_sys::fuzz_target;
 use seawall::jsonrpc::{self, Payload};
 
 fuzz_target!(|body: &[u8]| {
-    let items = match jsonrpc::split_payload(body) {
-        Ok(Payload::Single(raw)) => vec![raw],
-        Ok(Payload::Batch(items)) => items,
+    let items: Vec<&str> = match jsonrpc::split_payload(body) {
+        Ok(Payload::Single(text)) => vec![text],
+        Ok(Payload::Batch(items)) => items.into_iter().map(|raw| raw.get()).collect(),
         Err(_) => return,
     };
-    for raw in items {
-        let Ok(message) = jsonrpc::decode(raw.get()) else {
+    for text in items {
+        let Ok(message) = jsonrpc::decode(text) else {
             continue;
         };
         let encoded = jsonrpc::encode(&message);

@@ -21,7 +21,7 @@ pub use cache::CacheLayer;
 pub use cancel::CancelLayer;
 
 use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
-use crate::jsonrpc::{self, Id};
+use crate::jsonrpc::Id;
 use crate::mcp::method;
 use crate::policy::Principal;
 use crate::session::Session;
@@ -69,13 +69,22 @@ impl ClientRequest {
         progress: Option<Value>,
         related: mpsc::Sender<Tagged>,
     ) -> ClientRequest {
-        #[derive(serde::Deserialize)]
-        struct ToolName {
-            name: String,
-        }
-        let tool = (method == method::TOOLS_CALL)
-            .then(|| jsonrpc::view::<ToolName>(params.as_deref()).map(|t| t.name))
-            .flatten();
+        let name = (method == method::TOOLS_CALL).then(|| crate::mcp::meta::read_with_name(params.as_deref()).1);
+        ClientRequest::named(session, id, method, params, name.flatten(), progress, related)
+    }
+
+    /// [`ClientRequest::new`] with the `name` of its params already read: the tool of a
+    /// `tools/call` (ignored for other methods).
+    pub(crate) fn named(
+        session: Arc<Session>,
+        id: Id,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        name: Option<String>,
+        progress: Option<Value>,
+        related: mpsc::Sender<Tagged>,
+    ) -> ClientRequest {
+        let tool = name.filter(|_| method == method::TOOLS_CALL);
         let principal = session.principal().cloned();
         let peer = session.peer();
         ClientRequest {

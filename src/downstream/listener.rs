@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
+use super::header_timer::HeaderTimer;
 use super::refusal::Refusal;
 use crate::workers::Workers;
 
@@ -83,7 +84,8 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    // Armed for every request: a timer that arms without a system call (see header_timer).
+    builder.http1().timer(HeaderTimer).header_read_timeout(limits.header_timeout);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
     let counts = Arc::new(Counts::default());

@@ -8,6 +8,7 @@
 pub(crate) mod budget;
 pub(crate) mod cors;
 pub mod endpoint;
+mod header_timer;
 pub mod http;
 pub(crate) mod listener;
 mod modern;

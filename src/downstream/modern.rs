@@ -75,7 +75,7 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
         Err(refusal) => return cx.refuse(refusal, None),
     };
     let single_message = match jsonrpc::split_payload(&bytes) {
-        Ok(Payload::Single(raw)) => jsonrpc::decode(raw.get()),
+        Ok(Payload::Single(text)) => jsonrpc::decode(text),
         Ok(Payload::Batch(_)) => Err(jsonrpc::DecodeError::Invalid { id: None, reason: "a batch" }),
         Err(e) => Err(e),
     };

@@ -43,8 +43,8 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     };
     let st = cx.st;
     match payload {
-        Payload::Single(raw) => {
-            let msg = match jsonrpc::decode(raw.get()) {
+        Payload::Single(text) => {
+            let msg = match jsonrpc::decode(text) {
                 Ok(m) => m,
                 Err(e) => return cx.refuse(Refusal::Malformed(e), None),
             };

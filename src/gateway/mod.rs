@@ -147,7 +147,7 @@ impl Gateway {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
-        let meta = meta::read(params.as_deref());
+        let (meta, name) = meta::read_with_name(params.as_deref());
         let trace = RequestTrace {
             meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
             header: trace,
@@ -160,11 +160,12 @@ impl Gateway {
         if let Some(p) = &progress {
             params = meta::with_progress_token(params.as_deref(), &p.upstream).or(params);
         }
-        let mut request = ClientRequest::new(
+        let mut request = ClientRequest::named(
             Arc::clone(session),
             req.id.clone(),
             &req.method,
             params,
+            name,
             progress.as_ref().map(|p| p.upstream.clone()),
             related_tx,
         );

@@ -137,26 +137,25 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::
 /// One JSON-RPC payload: a single message or (protocol 2025-03-26 only) a batch.
 #[derive(Debug)]
 pub enum Payload<'a> {
-    /// A single message's raw text.
-    Single(&'a RawValue),
+    /// A single message's text, not yet checked as JSON: [`decode`] reads it once, and
+    /// tells bad JSON (-32700) from a bad message (-32600).
+    Single(&'a str),
     /// A batch of raw messages.
     Batch(Vec<&'a RawValue>),
 }
 
-/// Splits a body into a single message or a batch without decoding the messages.
+/// Splits a body into a single message or a batch without decoding the messages. A
+/// single message is handed on as it is, to be read once by [`decode`].
 pub fn split_payload(body: &[u8]) -> Result<Payload<'_>, DecodeError> {
     let text = std::str::from_utf8(body).map_err(|_| DecodeError::Parse("body is not UTF-8".into()))?;
-    let raw: &RawValue = serde_json::from_str(text).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
-    if raw.get().trim_start().starts_with('[') {
-        let items: Vec<&RawValue> =
-            serde_json::from_str(raw.get()).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
-        if items.is_empty() {
-            return Err(DecodeError::Invalid { id: None, reason: "empty batch" });
-        }
-        Ok(Payload::Batch(items))
-    } else {
-        Ok(Payload::Single(raw))
+    if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('[') {
+        return Ok(Payload::Single(text));
     }
+    let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| DecodeError::Parse(short_serde_error(&e)))?;
+    if items.is_empty() {
+        return Err(DecodeError::Invalid { id: None, reason: "empty batch" });
+    }
+    Ok(Payload::Batch(items))
 }
 
 fn short_serde_error(e: &serde_json::Error) -> String {
@@ -179,7 +178,12 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
         Err(e) if e.is_syntax() || e.is_eof() => {
             return Err(DecodeError::Parse(short_serde_error(&e)));
         }
+        // Not a message; whether it is JSON at all is known once all of it was read (the
+        // envelope stopped at the first member that did not fit).
         Err(_) => {
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                return Err(DecodeError::Parse(short_serde_error(&e)));
+            }
             return Err(DecodeError::Invalid { id: None, reason: "a JSON-RPC message must be an object" });
         }
     };
@@ -457,5 +461,24 @@ mod tests {
         assert!(matches!(split_payload(b"[{},{}]"), Ok(Payload::Batch(v)) if v.len() == 2));
         assert!(matches!(split_payload(b"[]"), Err(DecodeError::Invalid { .. })));
         assert!(matches!(split_payload(b"\xff"), Err(DecodeError::Parse(_))));
+        assert!(matches!(split_payload(b" \n[{}]"), Ok(Payload::Batch(v)) if v.len() == 1));
+        assert!(matches!(split_payload(b"[{}"), Err(DecodeError::Parse(_))));
+        assert!(matches!(split_payload(b"{\"jsonrpc\""), Ok(Payload::Single(_))), "read once, by decode");
+    }
+
+    #[test]
+    fn a_single_message_that_is_not_json_is_a_parse_error_whatever_comes_first() {
+        // Each begins as valid JSON of the wrong shape, then stops being JSON: -32700, not -32600.
+        for text in ["5 garbage", "\"text\" ]", "{\"id\":1,\"id\":2} x", "[1] {"] {
+            let single = match split_payload(text.as_bytes()) {
+                Ok(Payload::Single(single)) => decode(single).map(|_| ()),
+                Ok(Payload::Batch(_)) => Ok(()),
+                Err(e) => Err(e),
+            };
+            assert!(matches!(single, Err(DecodeError::Parse(_))), "{text}: {single:?}");
+        }
+        for text in ["5", "\"text\"", "{\"id\":1,\"id\":2}", "null"] {
+            assert!(matches!(decode(text), Err(DecodeError::Invalid { .. })), "{text}");
+        }
     }
 }

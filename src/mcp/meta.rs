@@ -12,6 +12,9 @@ pub(crate) struct CommonParams {
     /// `_meta`, if present.
     #[serde(rename = "_meta", default)]
     pub meta: Option<Meta>,
+    /// `name`: of the tool, for a `tools/call` (read in the same pass as `_meta`).
+    #[serde(default)]
+    pub name: Option<Value>,
 }
 
 /// The `_meta` fields the gateway reads.
@@ -37,7 +40,30 @@ impl Meta {
 
 /// Reads the `_meta` of a request's params in one pass (empty when there is none).
 pub(crate) fn read(params: Option<&RawValue>) -> Meta {
-    jsonrpc::view::<CommonParams>(params).and_then(|c| c.meta).unwrap_or_default()
+    read_with_name(params).0
+}
+
+/// Reads the `_meta` of a request's params and its `name`, when that is a string, in one
+/// pass.
+pub(crate) fn read_with_name(params: Option<&RawValue>) -> (Meta, Option<String>) {
+    match jsonrpc::view::<CommonParams>(params) {
+        Some(CommonParams { meta, name }) => (
+            meta.unwrap_or_default(),
+            match name {
+                Some(Value::String(name)) => Some(name),
+                _ => None,
+            },
+        ),
+        // A `_meta` of the wrong shape fails the view: the name is then read on its own,
+        // so that a malformed `_meta` never hides the tool from policies.
+        None => {
+            #[derive(Deserialize)]
+            struct Name {
+                name: String,
+            }
+            (Meta::default(), jsonrpc::view::<Name>(params).map(|n| n.name))
+        }
+    }
 }
 
 /// Reads the progress token of a request's params.
@@ -101,6 +127,17 @@ pub(crate) fn progress_with_token(params: Option<&RawValue>, token: &Value) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_name_is_read_with_the_meta_and_without_it_when_the_meta_is_malformed() {
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        let (meta, name) = read_with_name(Some(&raw(r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{}}"#)));
+        assert_eq!((meta.progress(), name.as_deref()), (Some(Value::from(7)), Some("echo")));
+        let (meta, name) = read_with_name(Some(&raw(r#"{"_meta":5,"name":"echo"}"#)));
+        assert_eq!((meta.progress(), name.as_deref()), (None, Some("echo")), "a malformed _meta hides no tool");
+        assert_eq!(read_with_name(Some(&raw(r#"{"name":3}"#))).1, None);
+        assert_eq!(read_with_name(None).1, None);
+    }
 
     #[test]
     fn reads_and_rewrites_progress_tokens() {

@@ -10,7 +10,7 @@
 //! gateway wakes the writer at most 100 times a second; a line that does not fit is dropped and counted
 //! (`seawall_access_log_dropped_total`).
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::task::{Context, Poll};
@@ -32,6 +32,24 @@ const QUEUE: usize = 8192;
 /// at most one wake-up of the writer per interval whatever the request rate.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// The writer's buffer: a batch of lines up to this size is one `write`.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Writes the lines `rx` brings in batches until every sender is gone: the first line
+/// of a batch, then what else arrived within [`GATHER`], then one flush.
+fn write_batches(rx: &std::sync::mpsc::Receiver<String>, out: &mut impl std::io::Write) {
+    while let Ok(line) = rx.recv() {
+        let _ = out.write_all(line.as_bytes());
+        // Let lines gather before writing them all and flushing once: while this
+        // thread sleeps, a request queuing its line wakes nobody.
+        std::thread::sleep(GATHER);
+        while let Ok(more) = rx.try_recv() {
+            let _ = out.write_all(more.as_bytes());
+        }
+        let _ = out.flush();
+    }
+}
+
 /// Where access lines go.
 #[derive(Clone)]
 pub struct AccessLog {
@@ -45,7 +63,7 @@ impl AccessLog {
         if !config.enabled {
             return Ok(None);
         }
-        let mut out: Box<dyn std::io::Write + Send> = match &config.path {
+        let out: Box<dyn std::io::Write + Send> = match &config.path {
             Some(path) => Box::new(
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -55,24 +73,15 @@ impl AccessLog {
             ),
             None => Box::new(std::io::stderr()),
         };
+        // A batch goes out in as few writes as its size allows, not one per line.
+        let mut out = std::io::BufWriter::with_capacity(BATCH_BYTES, out);
         let json = match config.format {
             AccessLogFormat::Json => true,
             AccessLogFormat::Text => false,
             AccessLogFormat::Auto => config.path.is_some() || !std::io::stderr().is_terminal(),
         };
         let (tx, rx) = std::sync::mpsc::sync_channel::<String>(QUEUE);
-        std::thread::Builder::new().name("seawall-access-log".into()).spawn(move || {
-            while let Ok(line) = rx.recv() {
-                let _ = out.write_all(line.as_bytes());
-                // Let lines gather before writing them all and flushing once: while this
-                // thread sleeps, a request queuing its line wakes nobody.
-                std::thread::sleep(GATHER);
-                while let Ok(more) = rx.try_recv() {
-                    let _ = out.write_all(more.as_bytes());
-                }
-                let _ = out.flush();
-            }
-        })?;
+        std::thread::Builder::new().name("seawall-access-log".into()).spawn(move || write_batches(&rx, &mut out))?;
         Ok(Some(AccessLog { tx, json }))
     }
 
@@ -270,6 +279,41 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Counts the writes that reach the file.
+    #[derive(Debug, Default)]
+    struct CountingFile {
+        writes: usize,
+        bytes: Vec<u8>,
+    }
+
+    impl std::io::Write for CountingFile {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.writes += 1;
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_of_lines_is_one_write_to_the_file() {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(QUEUE);
+        for n in 0..200 {
+            tx.send(format!("line {n}\n")).unwrap();
+        }
+        drop(tx);
+        let mut out = std::io::BufWriter::with_capacity(BATCH_BYTES, CountingFile::default());
+        write_batches(&rx, &mut out);
+        let file = out.into_inner().unwrap();
+        assert_eq!(file.writes, 1, "200 lines queued at once are written together");
+        let text = String::from_utf8(file.bytes).unwrap();
+        assert_eq!(text.lines().count(), 200);
+        assert!(text.starts_with("line 0\nline 1\n") && text.ends_with("line 199\n"), "in order");
+    }
 
     #[test]
     fn error_answers_give_their_code_and_correlation_id() {

@@ -45,7 +45,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, uri: &Uri, body: Body) -> Re
     };
     match jsonrpc::split_payload(&bytes) {
         Err(e) => cx.refuse(Refusal::Malformed(e), None),
-        Ok(Payload::Single(raw)) => match jsonrpc::decode(raw.get()) {
+        Ok(Payload::Single(text)) => match jsonrpc::decode(text) {
             Ok(msg) => {
                 take(cx, &channel, msg).await;
                 accepted()

@@ -72,7 +72,7 @@ impl Conn {
         }
         match jsonrpc::split_payload(bytes) {
             Err(e) => self.refuse(Refusal::Malformed(e), None).await,
-            Ok(Payload::Single(raw)) => match jsonrpc::decode(raw.get()) {
+            Ok(Payload::Single(text)) => match jsonrpc::decode(text) {
                 Ok(msg) => self.message(msg).await,
                 Err(e) => self.refuse(Refusal::Malformed(e), None).await,
             },
