@@ -37,6 +37,9 @@ const MAX_IDLE: usize = 256;
 const SWEEP: Duration = Duration::from_secs(15);
 /// Room made in a connection's read buffer before each read.
 const READ_ROOM: usize = 8 * 1024;
+/// Most room made for a body piece of known length: a large answer (a list page) is
+/// read in a few large reads, not in many of [`READ_ROOM`].
+const MAX_READ_ROOM: usize = 1024 * 1024;
 
 /// One upstream's idle plain-HTTP/1.1 connections, by the authority they reach.
 pub(super) struct Pool {
@@ -335,7 +338,11 @@ impl Body for DrivenBody {
                 Ok(Step::More) => {}
                 Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e)),
             }
-            conn.buf.reserve(READ_ROOM);
+            let room = this
+                .decoder
+                .expected()
+                .map_or(READ_ROOM, |n| usize::try_from(n).unwrap_or(MAX_READ_ROOM).clamp(READ_ROOM, MAX_READ_ROOM));
+            conn.buf.reserve(room);
             match tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.buf) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(0)) => match this.decoder.eof() {
@@ -496,6 +503,26 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "after `connection: close`, a new connection");
         assert_eq!(body_of(&pool, &uri).await.unwrap(), "");
         assert_eq!(accepted.load(Ordering::SeqCst), 3, "an answer ended by the close is not reused");
+    }
+
+    #[tokio::test]
+    async fn a_large_answer_arrives_whole() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let page: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let sent = page.clone();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await;
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", sent.len());
+            socket.write_all(head.as_bytes()).await.unwrap();
+            socket.write_all(&sent).await.unwrap();
+            let _ = socket.read(&mut buf).await;
+        });
+        let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
+        assert_eq!(body_of(&pool, &uri).await.unwrap(), page);
     }
 
     #[tokio::test]

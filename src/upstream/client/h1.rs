@@ -244,6 +244,16 @@ impl BodyDecoder {
         self.state == State::Done
     }
 
+    /// How many more bytes the body is known to hold before its next boundary (the end
+    /// of an exact-length body, or of the current chunk), so a read can make room for
+    /// them at once.
+    pub(super) fn expected(&self) -> Option<u64> {
+        match self.state {
+            State::Exact(n) | State::ChunkData(n) => Some(n),
+            _ => None,
+        }
+    }
+
     /// The body's length, when the head declared it and none of it was taken yet.
     pub(super) fn remaining(&self) -> Option<u64> {
         match self.state {
@@ -504,6 +514,21 @@ mod tests {
             decode_in_pieces(BodyLength::Chunked, &endless_trailers, 4096),
             Err(ProtocolError::Chunk("trailers too long"))
         ));
+    }
+
+    #[test]
+    fn a_decoder_knows_how_much_of_the_current_piece_is_still_to_come() {
+        let mut exact = BodyDecoder::new(BodyLength::Exact(10));
+        assert_eq!(exact.expected(), Some(10));
+        let mut buf = BytesMut::from(&b"abcd"[..]);
+        exact.decode(&mut buf).unwrap();
+        assert_eq!(exact.expected(), Some(6));
+        let mut chunked = BodyDecoder::new(BodyLength::Chunked);
+        assert_eq!(chunked.expected(), None, "the size line is not read yet");
+        let mut buf = BytesMut::from(&b"100\r\nab"[..]);
+        chunked.decode(&mut buf).unwrap();
+        assert_eq!(chunked.expected(), Some(0x100 - 2));
+        assert_eq!(BodyDecoder::new(BodyLength::UntilClose).expected(), None);
     }
 
     #[test]

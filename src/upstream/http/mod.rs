@@ -222,8 +222,10 @@ impl HttpUpstream {
 
 #[derive(Default, Clone)]
 struct SessionState {
-    session_id: Option<String>,
-    version: Option<String>,
+    /// `Mcp-Session-Id` and `MCP-Protocol-Version` as sent on every request, made once:
+    /// a snapshot of the state copies no text.
+    session_id: Option<HeaderValue>,
+    version: Option<HeaderValue>,
     init: Option<Arc<InitResult>>,
     /// Bumped on every successful handshake, so concurrent callers re-initialise once.
     generation: u64,
@@ -300,8 +302,8 @@ impl HttpLink {
             raw,
         };
         let state = SessionState {
-            session_id: Some(session.session_id.clone()),
-            version: Some(session.version.clone()),
+            session_id: shared_value(&session.session_id),
+            version: shared_value(&session.version),
             init: Some(Arc::new(init)),
             generation: 1,
             modern: false,
@@ -344,7 +346,13 @@ impl HttpLink {
             state.init.as_ref().and_then(|init| init.capabilities.as_object()).map_or_else(Vec::new, |caps| {
                 caps.iter().filter(|(_, v)| !v.is_null()).map(|(name, _)| name.clone()).collect()
             });
-        Some(AttachedSession { endpoint, session_id: state.session_id?, version: state.version?, capabilities })
+        let text = |v: Option<HeaderValue>| Some(v?.to_str().ok()?.to_owned());
+        Some(AttachedSession {
+            endpoint,
+            session_id: text(state.session_id)?,
+            version: text(state.version)?,
+            capabilities,
+        })
     }
 
     /// The upstream's initialize result.
@@ -410,7 +418,7 @@ impl HttpLink {
         let id = fresh_id();
         let body = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
         let resp = self.post(body, &SessionState::default()).await?;
-        let session_id = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let session_id = resp.headers().get(SESSION_HEADER).and_then(|v| shared_value(v.to_str().ok()?));
         let reply = match self.read_answer(resp, &id, None, &SessionState::default()).await? {
             Outcome::Reply(reply) => reply,
             _ => return Err(UpstreamError::Handshake("no answer to initialize".into())),
@@ -421,7 +429,7 @@ impl HttpLink {
         let snapshot = {
             let mut st = self.state.lock();
             st.session_id = session_id;
-            st.version = Some(init.protocol_version.clone());
+            st.version = shared_value(&init.protocol_version);
             st.init = Some(Arc::new(init));
             st.generation += 1;
             st.clone()
@@ -620,12 +628,17 @@ impl HttpLink {
 
 /// The session's `Mcp-Session-Id` and `MCP-Protocol-Version`, once it has them.
 fn session_headers(headers: &mut HeaderMap, state: &SessionState) {
-    if let Some(sid) = state.session_id.as_deref().and_then(|s| HeaderValue::try_from(s).ok()) {
-        headers.insert(SESSION_HEADER, sid);
+    if let Some(sid) = &state.session_id {
+        headers.insert(SESSION_HEADER, sid.clone());
     }
-    if let Some(version) = state.version.as_deref().and_then(|v| HeaderValue::try_from(v).ok()) {
-        headers.insert(VERSION_HEADER, version);
+    if let Some(version) = &state.version {
+        headers.insert(VERSION_HEADER, version.clone());
     }
+}
+
+/// `text` as a header value whose copies share its bytes; `None` when it cannot be one.
+fn shared_value(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(text.as_bytes())).ok()
 }
 
 impl Transport for HttpLink {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use http::HeaderValue;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -131,7 +132,8 @@ impl HttpLink {
     /// The modern "handshake": `server/discover`, whose answer stands for the
     /// initialize result.
     pub(super) async fn discover(self: &Arc<Self>) -> Result<(), UpstreamError> {
-        let state = SessionState { version: Some(VERSION.to_owned()), modern: true, ..SessionState::default() };
+        let state =
+            SessionState { version: Some(HeaderValue::from_static(VERSION)), modern: true, ..SessionState::default() };
         let id = fresh_id();
         let params = with_envelope(None, &self.envelope);
         let body = jsonrpc::encode_request(&id, era::DISCOVER, Some(&params));
