@@ -37,6 +37,8 @@ const MAX_IDLE: usize = 256;
 const SWEEP: Duration = Duration::from_secs(15);
 /// Room made in a connection's read buffer before each read.
 const READ_ROOM: usize = 8 * 1024;
+/// Most interim (1xx) answers taken before the final one.
+const MAX_INTERIM: usize = 8;
 /// Most room made for a body piece of known length: a large answer (a list page) is
 /// read in a few large reads, not in many of [`READ_ROOM`].
 const MAX_READ_ROOM: usize = 1024 * 1024;
@@ -97,6 +99,7 @@ impl Conn {
                 Err(e) => return Err(Failed::Sent(UpstreamError::Io(chain(&e)))),
             }
         }
+        let mut interim = 0;
         loop {
             if !self.buf.is_empty() {
                 match h1::parse_head(&self.buf) {
@@ -108,6 +111,11 @@ impl Conn {
                             )));
                         }
                         if head.status.is_informational() {
+                            interim += 1;
+                            if interim > MAX_INTERIM {
+                                let why = format!("more than {MAX_INTERIM} interim (1xx) answers");
+                                return Err(Failed::Sent(UpstreamError::Protocol(why)));
+                            }
                             continue;
                         }
                         return Ok(head);
@@ -540,11 +548,18 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
+    /// Nine interim answers, one more than an exchange takes.
+    const INTERIM_FLOOD: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n\
+        HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n\
+        HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n\
+        HTTP/1.1 100 Continue\r\n\r\n";
+
     #[tokio::test]
     async fn an_answer_cut_short_or_garbled_is_an_error_and_its_connection_is_dropped() {
         let (uri, accepted) = scripted_server(vec![
             (b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly this", true),
             (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", true),
+            (INTERIM_FLOOD, false),
             (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", false),
             (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
         ])
@@ -554,9 +569,11 @@ mod tests {
         assert!(cut.contains("closed before the end"), "{cut}");
         let garbled = body_of(&pool, &uri).await.unwrap_err();
         assert!(garbled.contains("invalid HTTP response head"), "{garbled}");
+        let endless = body_of(&pool, &uri).await.unwrap_err();
+        assert!(endless.contains("interim (1xx) answers"), "{endless}");
         let chunk = body_of(&pool, &uri).await.unwrap_err();
         assert!(chunk.contains("invalid chunked body"), "{chunk}");
         assert_eq!(body_of(&pool, &uri).await.unwrap(), "ok");
-        assert_eq!(accepted.load(Ordering::SeqCst), 4, "no broken connection was reused");
+        assert_eq!(accepted.load(Ordering::SeqCst), 5, "no broken connection was reused");
     }
 }
