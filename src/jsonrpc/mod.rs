@@ -442,6 +442,8 @@ mod tests {
         let fraction: serde_json::Value = serde_json::from_str("2.5").unwrap();
         assert!(Id::from_value(&fraction).is_none());
         assert_eq!(Id::from_value(&serde_json::json!(7)), Some(Id::number(7)));
+        assert_eq!(Id::number(u64::MAX).as_json(), "18446744073709551615");
+        assert_eq!(Id::number(0).as_json(), "0");
     }
 
     proptest::proptest! {

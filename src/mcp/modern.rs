@@ -238,8 +238,17 @@ fn annotated(schema: &Value) -> Option<Vec<(Vec<String>, String, String)>> {
         }
         Some(())
     }
+    /// Whether any property, at any depth, carries `x-mcp-header`: most tools have none,
+    /// and then nothing is walked or allocated.
+    fn any_annotation(node: &Value) -> bool {
+        node.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|props| props.values().any(|p| p.get("x-mcp-header").is_some() || any_annotation(p)))
+    }
     let mut out = Vec::new();
-    walk(schema, &mut Vec::new(), &mut out)?;
+    if any_annotation(schema) {
+        walk(schema, &mut Vec::new(), &mut out)?;
+    }
     Some(out)
 }
 
@@ -476,6 +485,12 @@ mod tests {
         assert!(check_param_headers(&schema, &args, &bad).unwrap_err().contains("malformed"));
         let invalid = json!({"properties": {"x": {"type": "number", "x-mcp-header": "X"}}});
         assert!(param_headers(&invalid, &json!({"x": 1.5})).is_empty(), "an invalid annotation mirrors nothing");
+        let deep = json!({"properties": {"a": {"properties": {"b": {"properties": {
+            "c": {"type": "string", "x-mcp-header": "C"}}}}}, "d": {"type": "string"}}});
+        let args = json!({"a": {"b": {"c": "x"}}, "d": "y"});
+        assert_eq!(param_headers(&deep, &args), vec![("mcp-param-c".to_owned(), "x".to_owned())], "found at any depth");
+        let none = json!({"properties": {"a": {"properties": {"b": {"type": "string"}}}}});
+        assert_eq!(annotated(&none), Some(Vec::new()));
     }
 
     #[test]
