@@ -89,7 +89,7 @@ impl AccessLog {
     pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, outcome: &'static str, status: Option<u16>) {
         let (code, correlation_id) = error_of(reply);
         let entry = Entry {
-            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            time: timestamp(SystemTime::now()),
             session: request.session,
             principal: request.principal,
             method: request.method,
@@ -108,13 +108,54 @@ impl AccessLog {
     }
 
     fn write(&self, entry: &Entry<'_>) {
-        let line = if self.json { jsonrpc::to_json(entry) + "\n" } else { entry.text() };
+        let line = if self.json { json_line(entry) } else { entry.text() };
         match self.tx.try_send(line) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 super::metrics::access_log_dropped();
             }
         }
+    }
+}
+
+/// `now` as RFC 3339 with milliseconds, UTC (`2026-12-05T03:08:07.264Z`, as
+/// `humantime::format_rfc3339_millis` writes it). The date and time of day are formatted
+/// once a second per thread; each line adds its milliseconds.
+fn timestamp(now: SystemTime) -> String {
+    thread_local! {
+        /// The second last formatted, and its text without the `Z`.
+        static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let since = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let (secs, millis) = (since.as_secs(), since.subsec_millis());
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != secs {
+            let whole = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            *text = humantime::format_rfc3339_seconds(whole).to_string();
+            text.pop();
+            *second = secs;
+        }
+        let mut line = String::with_capacity(text.len() + 5);
+        line.push_str(text);
+        line.push('.');
+        line.push(char::from(b'0' + (millis / 100) as u8));
+        line.push(char::from(b'0' + (millis / 10 % 10) as u8));
+        line.push(char::from(b'0' + (millis % 10) as u8));
+        line.push('Z');
+        line
+    })
+}
+
+/// One JSON line, written once into a buffer sized for a usual line.
+fn json_line(entry: &Entry<'_>) -> String {
+    let mut out = Vec::with_capacity(320);
+    match serde_json::to_writer(&mut out, entry) {
+        Ok(()) => {
+            out.push(b'\n');
+            String::from_utf8(out).unwrap_or_default()
+        }
+        // The entry's types cannot fail to serialise.
+        Err(_) => jsonrpc::to_json(entry) + "\n",
     }
 }
 
@@ -297,6 +338,43 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn timestamps_read_as_humantime_writes_them() {
+        let base = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_796_441_287_264);
+        for offset_ms in [0u64, 1, 9, 10, 99, 100, 735, 736, 999, 1000, 86_400_000, 31_536_000_123] {
+            let at = base + std::time::Duration::from_millis(offset_ms);
+            assert_eq!(timestamp(at), humantime::format_rfc3339_millis(at).to_string(), "{offset_ms}");
+        }
+        assert_eq!(timestamp(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn a_json_line_is_one_object_and_a_newline() {
+        let id = RawValue::from_string("7".into()).unwrap();
+        let entry = Entry {
+            time: timestamp(SystemTime::now()),
+            session: 3,
+            principal: Some("a \"quoted\" name".into()),
+            method: "tools/call",
+            tool: Some("echo"),
+            id: &id,
+            outcome: "ok",
+            code: None,
+            status: None,
+            correlation_id: None,
+            trace_id: None,
+            span_id: None,
+            client_trace_id: None,
+            duration_ms: 0.25,
+        };
+        let line = json_line(&entry);
+        assert!(line.ends_with("}\n") && line.matches('\n').count() == 1, "{line}");
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["principal"], "a \"quoted\" name");
+        assert_eq!(parsed["id"], 7);
+        assert_eq!(parsed["duration_ms"], 0.25);
     }
 
     #[test]
