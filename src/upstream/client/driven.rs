@@ -389,35 +389,6 @@ mod tests {
         assert_eq!(of("[::1]:9000"), "[::1]:9000");
     }
 
-    /// A keep-alive HTTP/1.1 server answering `ok` to every request; counts connections.
-    async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = Arc::clone(&accepted);
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                counted.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut seen = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while let Ok(n @ 1..) = socket.read(&mut buf).await {
-                        seen.extend_from_slice(&buf[..n]);
-                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                            seen.drain(..end + 4);
-                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            if socket.write_all(answer).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        (uri, accepted)
-    }
-
     async fn get(pool: &Arc<Pool>, uri: &Uri) {
         use http_body_util::BodyExt as _;
         let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), b"").await.unwrap();
@@ -426,7 +397,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_is_reused_only_on_the_worker_that_opened_it() {
-        let (uri, accepted) = counting_server().await;
+        let ok: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+        let (uri, accepted) = scripted_server(Box::new(std::iter::repeat((ok, false)))).await;
         let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
         let workers = workers::Workers::start(1).unwrap();
         let on_worker = |pool: Arc<Pool>, uri: Uri| {
@@ -447,16 +419,23 @@ mod tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "each side reuses its own");
     }
 
-    /// A server that answers the requests it is sent, in the order they come over all
-    /// its connections, with `answers` (each written in pieces of 7 bytes, the connection
-    /// closed after it when it says so); counts connections.
-    async fn scripted_server(answers: Vec<(&'static [u8], bool)>) -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+    /// The answers of a [`scripted_server`], and whether each closes its connection.
+    type Script = Box<dyn Iterator<Item = (&'static [u8], bool)> + Send>;
+
+    fn script(answers: Vec<(&'static [u8], bool)>) -> Script {
+        Box::new(answers.into_iter())
+    }
+
+    /// A keep-alive server that answers the requests it is sent, in the order they come
+    /// over all its connections, with `answers` (each written in pieces of 7 bytes, the
+    /// connection closed after it when it says so); counts connections.
+    async fn scripted_server(answers: Script) -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = Arc::clone(&accepted);
-        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        let answers = Arc::new(Mutex::new(answers));
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
@@ -494,13 +473,13 @@ mod tests {
 
     #[tokio::test]
     async fn answers_of_every_framing_are_read_and_only_reusable_connections_reused() {
-        let (uri, accepted) = scripted_server(vec![
+        let (uri, accepted) = scripted_server(script(vec![
             (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", false),
             (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfghij", false),
             (b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nklm", false),
             (b"HTTP/1.1 200 OK\r\n\r\nuntil the close", true),
             (b"HTTP/1.1 204 No Content\r\n\r\n", false),
-        ])
+        ]))
         .await;
         let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
         assert_eq!(body_of(&pool, &uri).await.unwrap(), "abcde");
@@ -535,10 +514,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_the_server_closed_while_idle_is_not_used() {
-        let (uri, accepted) = scripted_server(vec![
+        let (uri, accepted) = scripted_server(script(vec![
             (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst", true),
             (b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nsecond", false),
-        ])
+        ]))
         .await;
         let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
         assert_eq!(body_of(&pool, &uri).await.unwrap(), "first");
@@ -556,13 +535,13 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_cut_short_or_garbled_is_an_error_and_its_connection_is_dropped() {
-        let (uri, accepted) = scripted_server(vec![
+        let (uri, accepted) = scripted_server(script(vec![
             (b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly this", true),
             (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", true),
             (INTERIM_FLOOD, false),
             (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", false),
             (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
-        ])
+        ]))
         .await;
         let pool = Pool::new(Duration::from_secs(5), Duration::from_secs(60));
         let cut = body_of(&pool, &uri).await.unwrap_err();
