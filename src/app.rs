@@ -475,7 +475,7 @@ impl Drop for Background {
 struct HttpFront {
     listener: TcpListener,
     local: SocketAddr,
-    app: crate::downstream::cors::Cors<axum::Router>,
+    app: crate::downstream::cors::Cors<endpoint::Front>,
     limits: ListenerLimits,
     /// Fired to end the long-lived streams (GET, HTTP+SSE, subscriptions), so that
     /// connections can drain.
@@ -505,7 +505,7 @@ impl HttpFront {
         };
         let closing = state.closing.clone();
         let authenticator = Arc::clone(&state.auth);
-        let mut app = endpoint::router(state);
+        let mut app = endpoint::router(state.clone());
         if let Some(metadata) = auth.metadata() {
             let names = config.upstreams.iter().map(|u| u.name.clone()).collect();
             app = app.merge(crate::policy::auth::metadata::router(Arc::clone(metadata), names));
@@ -513,7 +513,8 @@ impl HttpFront {
         // CORS for browser clients, when configured: around the whole router, so preflights
         // (which carry no credentials) are answered before authentication, and every answer
         // to an allowed origin, refusals included, is readable by its page.
-        let app = CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(app);
+        let app =
+            CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(endpoint::Front::new(state, app));
         Ok(HttpFront { listener, local, app, limits: client_limits(config), closing, auth: authenticator })
     }
 
