@@ -21,6 +21,10 @@ pub struct ToolInfo {
     pub input_schema: Option<Arc<Value>>,
     /// The cache key of `input_schema`, computed once here rather than on every call.
     pub input_key: Option<SchemaKey>,
+    /// Whether `input_schema` marks any argument with `x-mcp-header` (arguments mirrored
+    /// in `Mcp-Param-*` headers), found once here: most tools mark none, and their calls
+    /// then skip the schema walk.
+    pub mirrors_headers: bool,
     /// `outputSchema`.
     pub output_schema: Option<Arc<Value>>,
     /// The cache key of `output_schema`.
@@ -96,6 +100,7 @@ impl ToolCatalog {
                 read_only: a.and_then(|a| a.read_only).unwrap_or(false),
                 idempotent: a.and_then(|a| a.idempotent).unwrap_or(false),
                 input_key: input_schema.as_deref().map(SchemaKey::of),
+                mirrors_headers: input_schema.as_deref().is_some_and(crate::mcp::modern::marks_headers),
                 input_schema,
                 output_key: output_schema.as_deref().map(SchemaKey::of),
                 output_schema,

@@ -93,21 +93,21 @@ pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
         return Accepts { json: true, sse: true };
     }
     let mut accepts = Accepts { json: false, sse: false };
-    for item in values.flat_map(|v| v.split(',')) {
-        let media = item.split(';').next().unwrap_or("").trim();
-        accepts.json |= covers(media, "application/json");
-        accepts.sse |= covers(media, "text/event-stream");
+    for item in values.flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
+        let media = item.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+        accepts.json |= covers(media, b"application/json");
+        accepts.sse |= covers(media, b"text/event-stream");
     }
     accepts
 }
 
 /// Whether the media range `range` of an `Accept` header (`type/subtype`, `type/*` or
 /// `*/*`, in any case) takes the media type `ty` (lower case).
-fn covers(range: &str, ty: &str) -> bool {
+fn covers(range: &[u8], ty: &[u8]) -> bool {
     range.eq_ignore_ascii_case(ty)
-        || range == "*/*"
-        || range.strip_suffix("/*").is_some_and(|main| {
-            ty.len() > main.len() && ty.as_bytes()[main.len()] == b'/' && ty[..main.len()].eq_ignore_ascii_case(main)
+        || range == b"*/*"
+        || range.strip_suffix(b"/*").is_some_and(|main| {
+            ty.len() > main.len() && ty[main.len()] == b'/' && ty[..main.len()].eq_ignore_ascii_case(main)
         })
 }
 

@@ -91,7 +91,12 @@ fn reply_outcome(method_name: &str, reply: &Reply) -> &'static str {
     }
     match reply {
         Ok(result) if method_name == method::TOOLS_CALL => {
-            let is_error = jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
+            // Without the name written out or any `\u` escape, there is no `isError`
+            // member to read: most results are told apart without a parse.
+            let text = result.get().as_bytes();
+            let may_say =
+                memchr::memmem::find(text, b"isError").is_some() || memchr::memmem::find(text, b"\\u").is_some();
+            let is_error = may_say && jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
             if is_error { "tool_error" } else { "ok" }
         }
         Ok(_) => "ok",
@@ -115,6 +120,24 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let session = Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}));
         ClientRequest::new(session, Id::number(1), method, Some(crate::jsonrpc::to_raw(&params)), None, tx)
+    }
+
+    #[test]
+    fn a_tool_result_is_an_error_only_when_it_says_so_however_it_is_written() {
+        let outcome = |text: &str| {
+            let reply: Reply = Ok(crate::jsonrpc::raw_from_str(text).unwrap());
+            reply_outcome(method::TOOLS_CALL, &reply)
+        };
+        assert_eq!(outcome(r#"{"content":[]}"#), "ok");
+        assert_eq!(outcome(r#"{"content":[],"isError":false}"#), "ok");
+        assert_eq!(outcome(r#"{"content":[],"isError":true}"#), "tool_error");
+        assert_eq!(outcome(r#"{"content":[],"\u0069sError":true}"#), "tool_error", "an escaped name");
+        assert_eq!(outcome(r#"{"content":[{"type":"text","text":"isError"}]}"#), "ok", "the word in a text");
+        assert_eq!(outcome(r#"{"content":[{"type":"text","text":"\u00e9"}]}"#), "ok");
+        assert_eq!(
+            reply_outcome("tools/list", &Ok(crate::jsonrpc::raw_from_str(r#"{"isError":true}"#).unwrap())),
+            "ok"
+        );
     }
 
     async fn answer(error: GatewayError, req: ClientRequest) -> Answered {

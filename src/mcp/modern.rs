@@ -238,18 +238,20 @@ fn annotated(schema: &Value) -> Option<Vec<(Vec<String>, String, String)>> {
         }
         Some(())
     }
-    /// Whether any property, at any depth, carries `x-mcp-header`: most tools have none,
-    /// and then nothing is walked or allocated.
-    fn any_annotation(node: &Value) -> bool {
-        node.get("properties")
-            .and_then(Value::as_object)
-            .is_some_and(|props| props.values().any(|p| p.get("x-mcp-header").is_some() || any_annotation(p)))
-    }
     let mut out = Vec::new();
-    if any_annotation(schema) {
+    if marks_headers(schema) {
         walk(schema, &mut Vec::new(), &mut out)?;
     }
     Some(out)
+}
+
+/// Whether any property of `schema`, at any depth, carries `x-mcp-header`: most tools
+/// have none, and then nothing is walked or allocated.
+pub(crate) fn marks_headers(schema: &Value) -> bool {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|props| props.values().any(|p| p.get("x-mcp-header").is_some() || marks_headers(p)))
 }
 
 fn value_at<'a>(arguments: &'a Value, path: &[String]) -> Option<&'a Value> {

@@ -24,7 +24,8 @@ fn param_headers(
     info: Option<&crate::catalog::ToolInfo>,
     arguments: Option<&serde_json::Value>,
 ) -> Result<Vec<(String, String)>, String> {
-    let schema = info.and_then(|i| i.input_schema.as_deref());
+    // Only a schema that marks arguments is walked for them.
+    let schema = info.filter(|i| i.mirrors_headers).and_then(|i| i.input_schema.as_deref());
     let empty = json!({});
     let arguments = arguments.unwrap_or(&empty);
     let mut out = schema.map(|s| modern::param_headers(s, arguments)).unwrap_or_default();

@@ -17,7 +17,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::uri::Authority;
 use http::{HeaderMap, Method, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
@@ -102,9 +102,8 @@ impl Conn {
         let mut interim = 0;
         loop {
             if !self.buf.is_empty() {
-                match h1::parse_head(&self.buf) {
-                    Ok(Some((head, len))) => {
-                        self.buf.advance(len);
+                match h1::parse_head(&mut self.buf) {
+                    Ok(Some(head)) => {
                         if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
                             return Err(Failed::Sent(UpstreamError::Protocol(
                                 "an unasked protocol switch (101)".into(),

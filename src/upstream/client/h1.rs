@@ -89,12 +89,15 @@ pub(super) struct Head {
     pub(super) headers: HeaderMap,
 }
 
-/// Parses an answer head from the start of `buf`: the head and its length once `buf`
-/// holds all of it, `None` while it may still come.
-pub(super) fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut fields);
-    let len = match response.parse(buf) {
+/// Takes an answer head off the start of `buf` once `buf` holds all of it (`None` while
+/// it may still come). The field values are slices of the head's bytes, not copies.
+pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolError> {
+    // Left uninitialised: the parser writes the fields it finds, and nothing clears the
+    // rest on every answer.
+    let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut response, buf, &mut fields);
+    let len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(ProtocolError::HeadTooLong),
         Ok(httparse::Status::Partial) => return Ok(None),
@@ -106,13 +109,26 @@ pub(super) fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, ProtocolEr
     }
     let status = response.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(ProtocolError::Head("bad status"))?;
     let version = if response.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
-    let mut headers = HeaderMap::with_capacity(response.headers.len());
-    for f in response.headers.iter() {
-        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| ProtocolError::Head("bad field name"))?;
-        let value = HeaderValue::from_bytes(f.value).map_err(|_| ProtocolError::Head("bad field value"))?;
+    // Where each field lies in the head, while `buf` is borrowed.
+    let start = buf.as_ptr() as usize;
+    let spans: Vec<_> = response
+        .headers
+        .iter()
+        .map(|f| {
+            let (name, value) = (f.name.as_ptr() as usize - start, f.value.as_ptr() as usize - start);
+            (name, name + f.name.len(), value, value + f.value.len())
+        })
+        .collect();
+    let head = buf.split_to(len).freeze();
+    let mut headers = HeaderMap::with_capacity(spans.len());
+    for &(name_from, name_to, value_from, value_to) in &spans {
+        let name =
+            HeaderName::from_bytes(&head[name_from..name_to]).map_err(|_| ProtocolError::Head("bad field name"))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value_from..value_to))
+            .map_err(|_| ProtocolError::Head("bad field value"))?;
         headers.append(name, value);
     }
-    Ok(Some((Head { status, version, headers }, len)))
+    Ok(Some(Head { status, version, headers }))
 }
 
 /// How an answer's body is delimited (RFC 9112 §6.3), and whether the connection can
@@ -371,8 +387,14 @@ fn chunk_size(line: &[u8]) -> Result<u64, ProtocolError> {
 mod tests {
     use super::*;
 
+    /// [`parse_head`] of `text`: the head and how long it was.
+    fn parse(text: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> {
+        let mut buf = BytesMut::from(text);
+        Ok(parse_head(&mut buf)?.map(|head| (head, text.len() - buf.len())))
+    }
+
     fn head(text: &str) -> Head {
-        parse_head(text.as_bytes()).unwrap().unwrap().0
+        parse(text.as_bytes()).unwrap().unwrap().0
     }
 
     /// Decodes `wire` (a body as it arrives) fed in pieces of `step` bytes; what the
@@ -428,9 +450,9 @@ mod tests {
     fn a_head_is_parsed_once_all_of_it_is_there() {
         let text = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nmcp-session-id: abc\r\ncontent-length: 5\r\n\r\nhello";
         for cut in 0..text.find("\r\n\r\n").unwrap() + 3 {
-            assert!(parse_head(&text.as_bytes()[..cut]).unwrap().is_none(), "partial at {cut}");
+            assert!(parse(&text.as_bytes()[..cut]).unwrap().is_none(), "partial at {cut}");
         }
-        let (head, len) = parse_head(text.as_bytes()).unwrap().unwrap();
+        let (head, len) = parse(text.as_bytes()).unwrap().unwrap();
         assert_eq!(&text[len..], "hello");
         assert_eq!(head.status, StatusCode::OK);
         assert_eq!(head.headers["content-type"], "application/json");
@@ -440,19 +462,19 @@ mod tests {
 
     #[test]
     fn a_head_that_is_not_http_or_too_long_is_refused() {
-        assert!(matches!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n"), Err(ProtocolError::Head(_))));
-        assert!(matches!(parse_head(b"HTTP/1.1 200 OK\r\nbad name: x\r\n\r\n"), Err(ProtocolError::Head(_))));
+        assert!(matches!(parse(b"SSH-2.0-OpenSSH\r\n\r\n"), Err(ProtocolError::Head(_))));
+        assert!(matches!(parse(b"HTTP/1.1 200 OK\r\nbad name: x\r\n\r\n"), Err(ProtocolError::Head(_))));
         let mut long = b"HTTP/1.1 200 OK\r\n".to_vec();
         while long.len() <= MAX_HEAD {
             long.extend_from_slice(b"x-filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
         }
-        assert!(matches!(parse_head(&long), Err(ProtocolError::HeadTooLong | ProtocolError::Head(_))));
+        assert!(matches!(parse(&long), Err(ProtocolError::HeadTooLong | ProtocolError::Head(_))));
         let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
         }
         many.extend_from_slice(b"\r\n");
-        assert_eq!(parse_head(&many).unwrap_err(), ProtocolError::Head("more than 100 header fields"));
+        assert_eq!(parse(&many).unwrap_err(), ProtocolError::Head("more than 100 header fields"));
     }
 
     #[test]
