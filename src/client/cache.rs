@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::Either;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -167,7 +168,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = ClientFuture;
+    type Future = Either<S::Future, ClientFuture>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -175,17 +176,17 @@ where
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
         let Some(cache) = self.cache.clone().filter(|_| cacheable(&req.method)) else {
-            return Box::pin(self.inner.call(req));
+            return Either::Left(self.inner.call(req));
         };
         let public = request_key(&req);
         let private = format!("{public}\u{0}{}", private_context(&req));
         if let Some(hit) = cache.get(&private).or_else(|| cache.get(&public)) {
             crate::telemetry::metrics::cache("hit");
-            return Box::pin(std::future::ready(Ok(Ok(hit.as_ref().to_owned()))));
+            return Either::Right(Box::pin(std::future::ready(Ok(Ok(hit.as_ref().to_owned())))));
         }
         crate::telemetry::metrics::cache("miss");
         let fut = self.inner.call(req);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             let reply = fut.await?;
             if let Ok(result) = &reply
                 && let Some(hints) = hints(result)
@@ -193,7 +194,7 @@ where
                 cache.put(if hints.public { public } else { private }, hints.ttl, result);
             }
             Ok(reply)
-        })
+        }))
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
+use futures::future::Either;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tower::{Layer, Service};
@@ -278,7 +279,7 @@ where
 {
     type Response = Answered;
     type Error = std::convert::Infallible;
-    type Future = BoxFuture<'static, Result<Answered, std::convert::Infallible>>;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Answered, std::convert::Infallible>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -286,7 +287,7 @@ where
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
         let Some(log) = self.log.clone() else {
-            return Box::pin(self.inner.call(req));
+            return Either::Left(self.inner.call(req));
         };
         let started = Instant::now();
         let session = req.session.key;
@@ -297,7 +298,7 @@ where
         let span = req.trace.span.clone();
         let client_trace = req.trace.parent().cloned();
         let fut = self.inner.call(req);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             let Ok(answered) = fut.await;
             let request = Recorded {
                 started,
@@ -311,7 +312,7 @@ where
             };
             log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
             Ok(answered)
-        })
+        }))
     }
 }
 

@@ -24,6 +24,7 @@ mod rules;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use futures::future::Either;
 use serde::Deserialize;
 use serde_json::Value;
 use tower::{Layer, Service};
@@ -166,7 +167,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = ClientFuture;
+    type Future = Either<S::Future, ClientFuture>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -174,7 +175,7 @@ where
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
         if self.rules.allows_everything() {
-            return Box::pin(self.inner.call(req));
+            return Either::Left(self.inner.call(req));
         }
         let principal = req.principal.clone();
         if let Some(asked) = self.asked(&req) {
@@ -191,7 +192,7 @@ where
             );
             if verdict.decision == Decision::Deny {
                 let answer = Box::new((asked.unknown)(asked.name));
-                return Box::pin(std::future::ready(Err(GatewayError::Denied { answer })));
+                return Either::Right(Box::pin(std::future::ready(Err(GatewayError::Denied { answer }))));
             }
         }
         let filter = list_shape(&req.method)
@@ -202,14 +203,12 @@ where
                 session: Arc::clone(&req.session),
                 separator: Arc::clone(&self.separator),
             });
+        let Some(lister) = filter else { return Either::Left(self.inner.call(req)) };
         let fut = self.inner.call(req);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             let reply = fut.await?;
-            let Some(lister) = filter else {
-                return Ok(reply);
-            };
             Ok(reply.map(|result| filter_list(&lister, principal.as_deref(), result)))
-        })
+        }))
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::Either;
 use tower::{Layer, Service};
 
 use crate::call::{GatewayError, Reply};
@@ -174,20 +175,20 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = ClientFuture;
+    type Future = Either<S::Future, ClientFuture>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let Some(limits) = &self.limits else { return Box::pin(self.inner.call(req)) };
+        let Some(limits) = &self.limits else { return Either::Left(self.inner.call(req)) };
         // In memory the verdict is known at once: the inner service is called now, while
         // it is ready.
         if let Store::Memory(store) = &limits.store {
             return match limits.check_in_memory(store, &req) {
-                Ok(()) => Box::pin(self.inner.call(req)),
-                Err(refused) => Box::pin(std::future::ready(Err(refused))),
+                Ok(()) => Either::Left(self.inner.call(req)),
+                Err(refused) => Either::Right(Box::pin(std::future::ready(Err(refused)))),
             };
         }
         let limits = Arc::clone(limits);
@@ -195,10 +196,10 @@ where
         // ready by the next `poll_ready`.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             limits.check(&req).await?;
             inner.call(req).await
-        })
+        }))
     }
 }
 
