@@ -38,7 +38,7 @@ async fn single(State(st): State<HttpState>, Path(upstream): Path<String>, req: 
     endpoint(&st, scope, req).await
 }
 
-/// The upstream `/mcp/<name>` names, if it exists.
+/// The scope of `/mcp/<name>`: the upstream it names, if that exists.
 fn scope_of(st: &HttpState, name: &str) -> Option<Scope> {
     st.gateway.upstreams().get(name).map(|handle| Scope::Single(Arc::clone(&handle.name)))
 }
