@@ -18,6 +18,7 @@ pub mod demo;
 pub(crate) mod downstream;
 pub mod errors;
 pub(crate) mod gateway;
+pub(crate) mod h1;
 mod hashing;
 pub mod jsonrpc;
 pub(crate) mod mcp;

@@ -13,23 +13,27 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use bytes::{Buf, Bytes};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use super::header_timer::HeaderTimer;
+use super::http1::{self, Wire};
 use super::refusal::Refusal;
 use crate::workers::Workers;
 
+/// What an HTTP/2 client sends first (RFC 9113 §3.4): a connection that starts with it
+/// is served by hyper's HTTP/2; any other by seawall's HTTP/1.x.
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// How long an idle connection gets to close cleanly (HTTP/2 GOAWAY) before it is dropped.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
 /// Pause after a failed `accept` (e.g. out of descriptors) so the loop does not spin.
@@ -57,7 +61,7 @@ pub(crate) struct PeerAddr(pub(crate) SocketAddr);
 
 /// What a listener serves: the router, possibly inside layers that see every request.
 pub(crate) trait App:
-    tower::Service<hyper::Request<Incoming>, Response = axum::response::Response, Error = Infallible, Future: Send>
+    tower::Service<hyper::Request<Body>, Response = axum::response::Response, Error = Infallible, Future: Send>
     + Clone
     + Send
     + Sync
@@ -66,7 +70,7 @@ pub(crate) trait App:
 }
 
 impl<A> App for A where
-    A: tower::Service<hyper::Request<Incoming>, Response = axum::response::Response, Error = Infallible, Future: Send>
+    A: tower::Service<hyper::Request<Body>, Response = axum::response::Response, Error = Infallible, Future: Send>
         + Clone
         + Send
         + Sync
@@ -83,11 +87,9 @@ pub(crate) async fn serve(
     workers: Option<Arc<Workers>>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut builder = Builder::new(TokioExecutor::new());
-    // Armed for every request: a timer that arms without a system call (see header_timer).
-    builder.http1().timer(HeaderTimer).header_read_timeout(limits.header_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let builder = Arc::new(builder);
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
+    let http2 = Arc::new(http2);
     let counts = Arc::new(Counts::default());
     let tracker = TaskTracker::new();
     let stop = CancellationToken::new();
@@ -116,7 +118,7 @@ pub(crate) async fn serve(
             let _ = stream.try_write(&Refusal::TooManyConnections.http1_bytes());
             continue;
         };
-        let conn = Connection { builder: Arc::clone(&builder), app: app.clone(), peer, limits, stop: stop.clone() };
+        let conn = Connection { http2: Arc::clone(&http2), app: app.clone(), peer, limits, stop: stop.clone() };
         match &workers {
             // Handed over as a plain socket: it registers with the worker's reactor.
             Some(workers) => match stream.into_std() {
@@ -183,7 +185,7 @@ impl Drop for Slot {
 }
 
 struct Connection<A> {
-    builder: Arc<Builder<TokioExecutor>>,
+    http2: Arc<hyper::server::conn::http2::Builder<TokioExecutor>>,
     app: A,
     peer: SocketAddr,
     limits: ListenerLimits,
@@ -203,12 +205,56 @@ impl<A: App> Connection<A> {
 
     async fn run(self, stream: TcpStream, _slot: Slot) {
         let _ = stream.set_nodelay(true);
-        let busy = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::new());
+        let started = Instant::now();
+        let deadline = started + self.limits.header_timeout;
+        // A connection that says nothing is closed by whichever comes first: the
+        // header-read timeout or the idle timeout.
+        let first_bytes = started + self.limits.header_timeout.min(self.limits.idle_timeout);
+        // Enough of the first bytes to tell HTTP/2's preface from an HTTP/1.x request.
+        let mut wire = Wire::new(stream);
+        let http2 = loop {
+            let seen = wire.buffered();
+            let n = seen.len().min(HTTP2_PREFACE.len());
+            if seen[..n] != HTTP2_PREFACE[..n] {
+                break false;
+            }
+            if n == HTTP2_PREFACE.len() {
+                break true;
+            }
+            if !matches!(wire.fill(Some(first_bytes)).await, Ok(1..)) {
+                return;
+            }
+        };
+        let (peer, limits, stop) = (self.peer, self.limits, self.stop.clone());
+        if http2 {
+            return self.run_http2(wire, activity).await;
+        }
+        let conn = http1::serve(wire, self.app, peer, limits.header_timeout, deadline, Arc::clone(&activity));
+        tokio::pin!(conn);
+        tokio::select! {
+            () = conn.as_mut() => return,
+            () = idle(&activity, limits.idle_timeout) => return,
+            () = stop.cancelled() => {}
+        }
+        // Closing: a connection between requests closes now; one with a request in flight
+        // closes after its answer, within the drain period.
+        activity.closing.store(true, Ordering::Release);
+        if activity.idle_since().is_none() {
+            let _ = tokio::time::timeout(limits.drain, conn).await;
+        }
+    }
+
+    /// Serves an HTTP/2 connection whose first bytes `wire` holds.
+    async fn run_http2(self, wire: Wire, activity: Arc<Activity>) {
+        let (read, stream) = wire.into_parts();
+        let io = Rewind { read: read.freeze(), io: stream };
         let (app, peer) = (self.app, self.peer);
-        let watched = Arc::clone(&busy);
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        let watched = Arc::clone(&activity);
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let mut req = req.map(Body::new);
             req.extensions_mut().insert(PeerAddr(peer));
-            let guard = Busy::new(&busy);
+            let guard = Busy::new(&activity);
             let app = app.clone();
             async move {
                 let resp = match app.oneshot(req).await {
@@ -218,7 +264,7 @@ impl<A: App> Connection<A> {
                 Ok::<_, Infallible>(resp.map(|body| Body::new(TrackedBody { inner: body, _busy: guard })))
             }
         });
-        let conn = self.builder.serve_connection(TokioIo::new(stream), service);
+        let conn = self.http2.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
         let grace = tokio::select! {
             result = conn.as_mut() => {
@@ -235,11 +281,59 @@ impl<A: App> Connection<A> {
     }
 }
 
+/// A socket whose first bytes were already read: they are read again first.
+struct Rewind {
+    read: Bytes,
+    io: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.read.is_empty() {
+            let n = this.read.len().min(buf.remaining());
+            buf.put_slice(&this.read[..n]);
+            this.read.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
 /// What a connection is doing: its requests in flight (their response bodies included)
 /// and when the last one ended. Requests only count; the idle watch looks at the counts
 /// when its timer fires, so a request costs no wake-up and no timer of its own.
-struct Activity {
+pub(super) struct Activity {
     busy: AtomicUsize,
+    /// Set when the listener closes: the connection takes no request after the one in
+    /// flight.
+    pub(super) closing: AtomicBool,
     /// When the last request ended, in milliseconds since `origin`.
     last_ended: AtomicU64,
     origin: Instant,
@@ -247,7 +341,12 @@ struct Activity {
 
 impl Activity {
     fn new() -> Activity {
-        Activity { busy: AtomicUsize::new(0), last_ended: AtomicU64::new(0), origin: Instant::now() }
+        Activity {
+            busy: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            last_ended: AtomicU64::new(0),
+            origin: Instant::now(),
+        }
     }
 
     /// When the connection became idle, if it is.
@@ -272,10 +371,10 @@ async fn idle(activity: &Activity, timeout: Duration) {
 }
 
 /// A request in flight on a connection, until its response body is done.
-struct Busy(Arc<Activity>);
+pub(super) struct Busy(Arc<Activity>);
 
 impl Busy {
-    fn new(activity: &Arc<Activity>) -> Busy {
+    pub(super) fn new(activity: &Arc<Activity>) -> Busy {
         activity.busy.fetch_add(1, Ordering::AcqRel);
         Busy(Arc::clone(activity))
     }

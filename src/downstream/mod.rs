@@ -8,8 +8,8 @@
 pub(crate) mod budget;
 pub(crate) mod cors;
 pub mod endpoint;
-mod header_timer;
 pub mod http;
+mod http1;
 pub(crate) mod listener;
 mod modern;
 pub(crate) mod refusal;

@@ -1,5 +1,5 @@
 //! The HTTP client of HTTP upstreams: for `http://` ones, HTTP/1.1 connections of
-//! seawall's own, driven by the call that uses them ([`driven`], [`h1`]); for `https://`
+//! seawall's own, driven by the call that uses them ([`driven`], [`crate::h1`]); for `https://`
 //! ones, hyper's pooled client (HTTP/1.1 or HTTP/2 by ALPN), straight.
 //!
 //! A proxied call costs one request to its upstream, so this path is kept lean: the
@@ -10,7 +10,6 @@
 //! are direct: `HTTP_PROXY` and its kin are not consulted.
 
 mod driven;
-mod h1;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -26,8 +26,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use super::chain;
-use super::h1::{self, BodyDecoder, Step};
 use crate::call::UpstreamError;
+use crate::h1::{self, BodyDecoder, Step};
 use crate::workers;
 
 /// Idle connections kept per upstream; past it the longest idle is closed.

@@ -1,6 +1,8 @@
-//! The HTTP/1.1 of seawall's plain-HTTP upstream connections: a request written in one
-//! piece, an answer's head parsed with `httparse`, and its body taken apart by its framing
-//! (`Content-Length`, `chunked`, or until the connection closes).
+//! HTTP/1.1 as seawall speaks it on both sides. Towards plain-HTTP upstreams: a request
+//! written in one piece, an answer's head parsed with `httparse`, and its body taken apart
+//! by its framing (`Content-Length`, `chunked`, or until the connection closes). Towards
+//! clients, [`server`]: a request's head read into an `http::Request`, and an answer's
+//! head written; the same body decoder takes request bodies apart.
 //!
 //! A proxied call is one small exchange on a keep-alive connection. Written here, it costs
 //! one buffer for the request and one read buffer per connection; nothing between the
@@ -13,10 +15,12 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
+pub(crate) mod server;
+
 /// Longest answer head (status line and fields) read from an upstream.
-pub(super) const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Most header fields in an answer head.
-pub(super) const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
 /// Longest chunk-size line (the size and any extensions).
 const MAX_LINE: usize = 1024;
 
@@ -44,7 +48,7 @@ pub(crate) enum ProtocolError {
 /// query), `host` the `Host` field unless `headers` carry one. The body's length is always
 /// declared, but for a bodiless GET or DELETE; `Content-Length`, `Transfer-Encoding` and
 /// `Connection` among `headers` are left out, since the framing is this writer's.
-pub(super) fn encode_request(
+pub(crate) fn encode_request(
     out: &mut Vec<u8>,
     method: &Method,
     target: &str,
@@ -83,15 +87,15 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// An answer's head.
 #[derive(Debug)]
-pub(super) struct Head {
-    pub(super) status: StatusCode,
-    pub(super) version: Version,
-    pub(super) headers: HeaderMap,
+pub(crate) struct Head {
+    pub(crate) status: StatusCode,
+    pub(crate) version: Version,
+    pub(crate) headers: HeaderMap,
 }
 
 /// Takes an answer head off the start of `buf` once `buf` holds all of it (`None` while
 /// it may still come). The field values are slices of the head's bytes, not copies.
-pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolError> {
+pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolError> {
     // Left uninitialised: the parser writes the fields it finds, and nothing clears the
     // rest on every answer.
     let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
@@ -134,14 +138,14 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolErr
 /// How an answer's body is delimited (RFC 9112 §6.3), and whether the connection can
 /// carry another request after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Framing {
-    pub(super) body: BodyLength,
-    pub(super) keep_alive: bool,
+pub(crate) struct Framing {
+    pub(crate) body: BodyLength,
+    pub(crate) keep_alive: bool,
 }
 
 /// How an answer's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyLength {
+pub(crate) enum BodyLength {
     /// Exactly this many bytes (none for 204, 304).
     Exact(u64),
     /// `Transfer-Encoding: chunked`.
@@ -151,7 +155,7 @@ pub(super) enum BodyLength {
 }
 
 /// The framing of an answer with `head` (never a 1xx one).
-pub(super) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
+pub(crate) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
     let headers = &head.headers;
     let mut keep_alive = match head.version {
         Version::HTTP_10 => has_token(headers, CONNECTION, "keep-alive"),
@@ -192,7 +196,7 @@ pub(super) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
     })
 }
 
-fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+pub(crate) fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
     headers
         .get_all(name)
         .iter()
@@ -210,7 +214,7 @@ fn parse_decimal(s: &str) -> Option<u64> {
 
 /// What the body decoder found in the bytes read so far.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
+pub(crate) enum Step {
     /// A piece of the body.
     Data(Bytes),
     /// The body is complete.
@@ -221,7 +225,7 @@ pub(super) enum Step {
 
 /// Takes a body apart from the bytes read off its connection.
 #[derive(Debug)]
-pub(super) struct BodyDecoder {
+pub(crate) struct BodyDecoder {
     state: State,
 }
 
@@ -245,7 +249,7 @@ enum State {
 
 impl BodyDecoder {
     /// A decoder for a body of `length`.
-    pub(super) fn new(length: BodyLength) -> BodyDecoder {
+    pub(crate) fn new(length: BodyLength) -> BodyDecoder {
         let state = match length {
             BodyLength::Exact(0) => State::Done,
             BodyLength::Exact(n) => State::Exact(n),
@@ -256,14 +260,14 @@ impl BodyDecoder {
     }
 
     /// Whether the whole body has been taken.
-    pub(super) fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.state == State::Done
     }
 
     /// How many more bytes the body is known to hold before its next boundary (the end
     /// of an exact-length body, or of the current chunk), so a read can make room for
     /// them at once.
-    pub(super) fn expected(&self) -> Option<u64> {
+    pub(crate) fn expected(&self) -> Option<u64> {
         match self.state {
             State::Exact(n) | State::ChunkData(n) => Some(n),
             _ => None,
@@ -271,7 +275,7 @@ impl BodyDecoder {
     }
 
     /// The body's length, when the head declared it and none of it was taken yet.
-    pub(super) fn remaining(&self) -> Option<u64> {
+    pub(crate) fn remaining(&self) -> Option<u64> {
         match self.state {
             State::Exact(n) => Some(n),
             State::Done => Some(0),
@@ -280,7 +284,7 @@ impl BodyDecoder {
     }
 
     /// The next piece of the body from `buf` (which loses what it hands out).
-    pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
+    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
         loop {
             match self.state {
                 State::Done => return Ok(Step::End),
@@ -332,7 +336,7 @@ impl BodyDecoder {
     }
 
     /// The connection closed: the end of a body that runs until then, an error otherwise.
-    pub(super) fn eof(&mut self) -> Result<Step, ProtocolError> {
+    pub(crate) fn eof(&mut self) -> Result<Step, ProtocolError> {
         match self.state {
             State::UntilClose | State::Done => {
                 self.state = State::Done;

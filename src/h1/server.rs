@@ -1,0 +1,289 @@
+//! The server side of HTTP/1.1: a request's head read into an `http::Request` (its field
+//! values and target slices of the head's bytes, not copies), how its body is framed,
+//! and an answer's head written.
+
+use std::cell::RefCell;
+use std::time::SystemTime;
+
+use bytes::{BufMut, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+
+use super::{BodyLength, MAX_HEAD, MAX_HEADERS, has_token};
+
+/// A request head, taken off the connection's buffer.
+#[derive(Debug)]
+pub(crate) struct RequestHead {
+    /// The request, without its body.
+    pub(crate) request: Request<()>,
+    /// How its body is framed.
+    pub(crate) body: BodyLength,
+    /// Whether the connection may carry another request after this one.
+    pub(crate) keep_alive: bool,
+    /// Whether the client waits for `100 Continue` before it sends the body.
+    pub(crate) expects_continue: bool,
+}
+
+/// Why a request head was refused: the status of the answer, before the connection is
+/// closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadError {
+    /// Not an HTTP/1.x request, or its framing cannot be trusted: 400.
+    Malformed(&'static str),
+    /// Longer than [`MAX_HEAD`] bytes or more than [`MAX_HEADERS`] fields: 431.
+    TooLarge,
+}
+
+impl HeadError {
+    /// The answer's status.
+    pub(crate) fn status(self) -> StatusCode {
+        match self {
+            HeadError::Malformed(_) => StatusCode::BAD_REQUEST,
+            HeadError::TooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        }
+    }
+}
+
+/// Takes a request head off the start of `buf` once `buf` holds all of it (`None` while
+/// it may still come).
+pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, HeadError> {
+    let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(&mut parsed, buf, &mut fields) {
+        Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
+        Err(_) => return Err(HeadError::Malformed("not an HTTP/1.x request line and header fields")),
+    };
+    let method = parsed.method.map(|m| Method::from_bytes(m.as_bytes()));
+    let Some(Ok(method)) = method else { return Err(HeadError::Malformed("bad method")) };
+    let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
+    // Where the target and each field lie in the head, while `buf` is borrowed.
+    let start = buf.as_ptr() as usize;
+    let offset = |s: &[u8]| s.as_ptr() as usize - start;
+    let target = parsed.path.map(|p| (offset(p.as_bytes()), p.len())).unwrap_or_default();
+    let spans: Vec<_> = parsed
+        .headers
+        .iter()
+        .map(|f| (offset(f.name.as_bytes()), f.name.len(), offset(f.value), f.value.len()))
+        .collect();
+    let head = buf.split_to(len).freeze();
+    let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1))
+        .map_err(|_| HeadError::Malformed("bad request target"))?;
+    let mut headers = HeaderMap::with_capacity(spans.len());
+    for &(name_at, name_len, value_at, value_len) in &spans {
+        let name = HeaderName::from_bytes(&head[name_at..name_at + name_len])
+            .map_err(|_| HeadError::Malformed("bad field name"))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_at + value_len))
+            .map_err(|_| HeadError::Malformed("bad field value"))?;
+        headers.append(name, value);
+    }
+    let (body, smuggling_guard) = request_framing(&headers)?;
+    let keep_alive = !smuggling_guard
+        && match version {
+            Version::HTTP_10 => has_token(&headers, CONNECTION, "keep-alive"),
+            _ => !has_token(&headers, CONNECTION, "close"),
+        };
+    let expects_continue = version == Version::HTTP_11
+        && headers.get(EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
+    *request.headers_mut() = headers;
+    Ok(Some(RequestHead { request, body, keep_alive, expects_continue }))
+}
+
+/// How a request's body is framed (RFC 9112 §6.3), and whether the connection must close
+/// after the answer: a request with both `Transfer-Encoding` and `Content-Length` is read
+/// by its chunks, but nothing after it on that connection is trusted.
+fn request_framing(headers: &HeaderMap) -> Result<(BodyLength, bool), HeadError> {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+            .map(str::trim)
+            .rfind(|c| !c.is_empty());
+        if !last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")) {
+            return Err(HeadError::Malformed("a transfer coding other than chunked last"));
+        }
+        return Ok((BodyLength::Chunked, headers.contains_key(CONTENT_LENGTH)));
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let text = value.to_str().map_err(|_| HeadError::Malformed("bad Content-Length"))?;
+        for item in text.split(',') {
+            let n = super::parse_decimal(item.trim()).ok_or(HeadError::Malformed("bad Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(HeadError::Malformed("differing Content-Length values"));
+            }
+            length = Some(n);
+        }
+    }
+    Ok((BodyLength::Exact(length.unwrap_or(0)), false))
+}
+
+/// How an answer's body goes on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerFraming {
+    /// No body at all (an answer to HEAD, 1xx, 204, 304): `Content-Length` as given.
+    Bodiless,
+    /// `Content-Length`.
+    Exact(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the connection closes (HTTP/1.0 without a length).
+    UntilClose,
+}
+
+/// Writes an answer's head to `out`: the status line, the handler's fields (less those
+/// of framing, which are this side's: `Content-Length`, `Transfer-Encoding`,
+/// `Connection`), `Date` when it has none, then the framing's and `Connection`'s.
+pub(crate) fn encode_answer_head(
+    out: &mut BytesMut,
+    status: StatusCode,
+    headers: &HeaderMap,
+    framing: AnswerFraming,
+    keep_alive: bool,
+    http10_keep_alive: bool,
+) {
+    out.put_slice(b"HTTP/1.1 ");
+    out.put_slice(status.as_str().as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
+    out.put_slice(b"\r\n");
+    for (name, value) in headers {
+        if name == CONTENT_LENGTH && framing != AnswerFraming::Bodiless
+            || name == TRANSFER_ENCODING
+            || name == CONNECTION
+        {
+            continue;
+        }
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    if !headers.contains_key(DATE) {
+        out.put_slice(b"date: ");
+        with_date(|date| out.put_slice(date));
+        out.put_slice(b"\r\n");
+    }
+    match framing {
+        AnswerFraming::Exact(n) => {
+            out.put_slice(b"content-length: ");
+            out.put_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        AnswerFraming::Chunked => out.put_slice(b"transfer-encoding: chunked\r\n"),
+        AnswerFraming::Bodiless | AnswerFraming::UntilClose => {}
+    }
+    if !keep_alive {
+        out.put_slice(b"connection: close\r\n");
+    } else if http10_keep_alive {
+        out.put_slice(b"connection: keep-alive\r\n");
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// Calls `f` with the current time as an HTTP date, formatted once a second per thread.
+fn with_date(f: impl FnOnce(&[u8])) {
+    thread_local! {
+        static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let second = now.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    DATE.with_borrow_mut(|(at, text)| {
+        if *at != second {
+            *text = httpdate::fmt_http_date(now);
+            *at = second;
+        }
+        f(text.as_bytes());
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Option<(RequestHead, usize)>, HeadError> {
+        let mut buf = BytesMut::from(text.as_bytes());
+        Ok(parse_request(&mut buf)?.map(|head| (head, buf.len())))
+    }
+
+    #[test]
+    fn a_request_head_is_read_once_all_of_it_is_there() {
+        let text =
+            "POST /mcp/echo?x=1 HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        for cut in 0..text.find("\r\n\r\n").unwrap() + 3 {
+            assert!(parse(&text[..cut]).unwrap().is_none(), "partial at {cut}");
+        }
+        let (head, left) = parse(text).unwrap().unwrap();
+        assert_eq!(left, 2, "the body stays in the buffer");
+        assert_eq!(head.request.method(), Method::POST);
+        assert_eq!(head.request.uri().path(), "/mcp/echo");
+        assert_eq!(head.request.uri().query(), Some("x=1"));
+        assert_eq!(head.request.headers()["content-type"], "application/json");
+        assert_eq!(head.body, BodyLength::Exact(2));
+        assert!(head.keep_alive && !head.expects_continue);
+    }
+
+    #[test]
+    fn framing_and_keep_alive_follow_rfc_9112() {
+        let head = |fields: &str| parse(&format!("POST / HTTP/1.1\r\n{fields}\r\n")).map(|h| h.unwrap().0);
+        assert_eq!(head("").unwrap().body, BodyLength::Exact(0));
+        assert_eq!(head("Content-Length: 5, 5\r\n").unwrap().body, BodyLength::Exact(5));
+        assert!(head("Content-Length: 5\r\nContent-Length: 6\r\n").is_err());
+        assert!(head("Content-Length: -1\r\n").is_err());
+        assert!(head("Content-Length: 1e3\r\n").is_err());
+        assert_eq!(head("Transfer-Encoding: gzip, chunked\r\n").unwrap().body, BodyLength::Chunked);
+        assert!(head("Transfer-Encoding: chunked, gzip\r\n").is_err(), "no length to read by");
+        let both = head("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n").unwrap();
+        assert_eq!(both.body, BodyLength::Chunked);
+        assert!(!both.keep_alive, "nothing after a request with both is trusted");
+        assert!(!head("Connection: close\r\n").unwrap().keep_alive);
+        assert!(head("Expect: 100-Continue\r\n").unwrap().expects_continue);
+        let old = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().0;
+        assert!(!old.keep_alive && old.request.version() == Version::HTTP_10);
+        assert!(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap().unwrap().0.keep_alive);
+    }
+
+    #[test]
+    fn what_is_not_a_request_or_too_large_is_refused() {
+        assert!(matches!(parse("SSH-2.0-OpenSSH\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert!(matches!(parse("GET / HTTP/1.1\r\nbad name: x\r\n\r\n"), Err(HeadError::Malformed(_))));
+        let mut long = String::from("GET / HTTP/1.1\r\n");
+        while long.len() <= MAX_HEAD {
+            long.push_str("x-filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        assert_eq!(parse(&long).unwrap_err(), HeadError::TooLarge);
+        let mut many = String::from("GET / HTTP/1.1\r\n");
+        for i in 0..=MAX_HEADERS {
+            many.push_str(&format!("x-{i}: 1\r\n"));
+        }
+        many.push_str("\r\n");
+        assert_eq!(parse(&many).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(HeadError::TooLarge.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    }
+
+    #[test]
+    fn an_answer_head_carries_this_sides_framing_only() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert("content-length", HeaderValue::from_static("999"));
+        headers.insert("connection", HeaderValue::from_static("upgrade"));
+        let mut out = BytesMut::new();
+        encode_answer_head(&mut out, StatusCode::OK, &headers, AnswerFraming::Exact(2), true, false);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ndate: "), "{text}");
+        assert!(text.ends_with("content-length: 2\r\n\r\n"), "{text}");
+        assert!(!text.contains("999") && !text.contains("upgrade"), "{text}");
+        let mut out = BytesMut::new();
+        encode_answer_head(&mut out, StatusCode::NOT_FOUND, &HeaderMap::new(), AnswerFraming::Chunked, false, false);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(text.ends_with("transfer-encoding: chunked\r\nconnection: close\r\n\r\n"), "{text}");
+    }
+}
