@@ -267,6 +267,61 @@ async fn media_types_match_exactly_and_oversized_bodies_get_no_continue() {
     assert!(!answer.contains("100 Continue"), "{answer}");
 }
 
+/// seawall's own HTTP/1.x: what a request head and its body may look like on the wire,
+/// and how the answers come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_requests_are_read_and_answered_as_rfc_9112_says() {
+    let gw = Seawall::start(&config_yaml(&[nowhere()], "")).await;
+    let addr = addr_of(&gw.url);
+    let post = |id: u64, extra: &str| {
+        let body = initialize_body(json!(id)).to_string();
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+
+    // Two requests in one write: two answers, in order, the second closing.
+    let both = format!("{}{}", post(1, ""), post(2, "Connection: close\r\n"));
+    let answer = raw_exchange(addr, both.as_bytes()).await;
+    assert_eq!(answer.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{answer}");
+    let (first, second) = (answer.find(r#""id":1"#).expect("id 1"), answer.find(r#""id":2"#).expect("id 2"));
+    assert!(first < second, "{answer}");
+    assert!(answer.contains("connection: close\r\n"), "{answer}");
+
+    // A chunked body, in pieces of every size.
+    let body = initialize_body(json!(3)).to_string();
+    let (a, b) = body.split_at(body.len() / 3);
+    let chunked = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x};ext=1\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let answer = raw_exchange(addr, chunked.as_bytes()).await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert_eq!(body_of(&answer)["id"], 3, "{answer}");
+
+    // HTTP/1.0: answered, then closed (raw_exchange returns only at the close).
+    let old = raw_exchange(addr, b"GET /nothing-here HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status_of(&old), 404, "{old}");
+
+    // Not HTTP, a length that cannot be trusted, a head too large: refused, then closed.
+    assert_eq!(status_of(&raw_exchange(addr, b"HELLO\r\n\r\n").await), 400);
+    let twice = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}");
+    assert_eq!(status_of(&raw_exchange(addr, twice.as_bytes()).await), 400);
+    let huge = format!("GET /mcp HTTP/1.1\r\nHost: {addr}\r\nX-Big: {}\r\n\r\n", "a".repeat(70_000));
+    assert_eq!(status_of(&raw_exchange(addr, huge.as_bytes()).await), 431);
+
+    // A HEAD has its answer's head only.
+    let head = raw_exchange(
+        addr,
+        format!("HEAD /nothing-here HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert_eq!(status_of(&head), 404, "{head}");
+    assert!(head.ends_with("\r\n\r\n"), "no body after a HEAD's head: {head:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Item 21: the GET stream ends with its session
 // ---------------------------------------------------------------------------------------

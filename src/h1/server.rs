@@ -74,8 +74,11 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
         .map_err(|_| HeadError::Malformed("bad request target"))?;
     let mut headers = HeaderMap::with_capacity(spans.len());
     for &(name_at, name_len, value_at, value_len) in &spans {
-        let name = HeaderName::from_bytes(&head[name_at..name_at + name_len])
-            .map_err(|_| HeadError::Malformed("bad field name"))?;
+        let name = &head[name_at..name_at + name_len];
+        let name = match mcp_name(name) {
+            Some(name) => name,
+            None => HeaderName::from_bytes(name).map_err(|_| HeadError::Malformed("bad field name"))?,
+        };
         let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_at + value_len))
             .map_err(|_| HeadError::Malformed("bad field value"))?;
         headers.append(name, value);
@@ -94,6 +97,21 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     *request.version_mut() = version;
     *request.headers_mut() = headers;
     Ok(Some(RequestHead { request, body, keep_alive, expects_continue }))
+}
+
+/// The fields every MCP request of the session era carries, which `http` has no
+/// constants for: matched here, so that their names are not copied into buffers of
+/// their own on every request.
+fn mcp_name(name: &[u8]) -> Option<HeaderName> {
+    const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+    const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+    if name.eq_ignore_ascii_case(b"mcp-session-id") {
+        Some(SESSION)
+    } else if name.eq_ignore_ascii_case(b"mcp-protocol-version") {
+        Some(VERSION)
+    } else {
+        None
+    }
 }
 
 /// How a request's body is framed (RFC 9112 §6.3), and whether the connection must close
@@ -227,6 +245,10 @@ mod tests {
         assert_eq!(head.request.uri().path(), "/mcp/echo");
         assert_eq!(head.request.uri().query(), Some("x=1"));
         assert_eq!(head.request.headers()["content-type"], "application/json");
+        let (mcp, _) =
+            parse("GET / HTTP/1.1\r\nMCP-Session-Id: s1\r\nmcp-protocol-version: v\r\n\r\n").unwrap().unwrap();
+        assert_eq!(mcp.request.headers()["mcp-session-id"], "s1", "found by its name in any case");
+        assert_eq!(mcp.request.headers()["MCP-Protocol-Version"], "v");
         assert_eq!(head.body, BodyLength::Exact(2));
         assert!(head.keep_alive && !head.expects_continue);
     }
