@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -24,8 +24,8 @@ use crate::policy::auth::Authenticator;
 use crate::policy::origin::OriginPolicy;
 use crate::sse;
 
-pub(super) const SESSION_HEADER: &str = "mcp-session-id";
-pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(super) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(super) const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// Interval of SSE comments that keep idle streams (and their proxies) alive.
 pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// `Retry-After` of an `initialize` refused because the session table is full.

@@ -25,7 +25,7 @@ use crate::session::Scope;
 /// Whether a request speaks the modern era: its `MCP-Protocol-Version` header is present
 /// and names no legacy version (an unknown one is the modern ladder's to refuse).
 pub(super) fn is_modern_request(headers: &HeaderMap) -> bool {
-    headers.get(modern::VERSION_HEADER).is_some_and(|v| !v.to_str().is_ok_and(mcp::is_supported))
+    headers.get(super::http::VERSION_HEADER).is_some_and(|v| !v.to_str().is_ok_and(mcp::is_supported))
 }
 
 /// The one value of a routing header, `Err(name)` when it is given more than once.

@@ -24,7 +24,8 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// Longest chunk-size line (the size and any extensions).
 const MAX_LINE: usize = 1024;
 
-/// Why an upstream's answer could not be read as HTTP/1.1.
+/// Why an HTTP/1.1 message could not be read: an upstream's answer, or a client's
+/// request body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ProtocolError {
     /// The head is not a valid HTTP/1.x response head.
@@ -45,30 +46,39 @@ pub(crate) enum ProtocolError {
 }
 
 /// Writes a request (head and body) to `out`: `target` is the origin form (path and
-/// query), `host` the `Host` field unless `headers` carry one. The body's length is always
-/// declared, but for a bodiless GET or DELETE; `Content-Length`, `Transfer-Encoding` and
-/// `Connection` among `headers` are left out, since the framing is this writer's.
+/// query), `host` the `Host` field unless the fields carry one. The fields are `headers`
+/// (an upstream's static ones) and `more` (the call's own), which replace those of
+/// `headers` with the same name. The body's length is always declared, but for a
+/// bodiless GET or DELETE; `Content-Length`, `Transfer-Encoding` and `Connection` among
+/// the fields are left out, since the framing is this writer's.
 pub(crate) fn encode_request(
     out: &mut Vec<u8>,
     method: &Method,
     target: &str,
     host: &str,
     headers: &HeaderMap,
+    more: &[(HeaderName, HeaderValue)],
     body: &[u8],
 ) {
-    out.reserve(128 + target.len() + headers.len() * 48 + body.len());
+    out.reserve(128 + target.len() + (headers.len() + more.len()) * 48 + body.len());
     out.extend_from_slice(method.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    if !headers.contains_key(HOST) {
+    if !headers.contains_key(HOST) && !more.iter().any(|(name, _)| name == HOST) {
         field(out, b"host", host.as_bytes());
     }
+    let framing = |name: &HeaderName| name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION;
     for (name, value) in headers {
-        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION {
+        if framing(name) || more.iter().any(|(n, _)| n == name) {
             continue;
         }
         field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    for (name, value) in more {
+        if !framing(name) {
+            field(out, name.as_str().as_bytes(), value.as_bytes());
+        }
     }
     if !body.is_empty() || !(method == Method::GET || method == Method::DELETE) {
         let mut digits = itoa::Buffer::new();
@@ -434,20 +444,23 @@ mod tests {
         headers.insert("content-length", HeaderValue::from_static("999"));
         headers.insert("connection", HeaderValue::from_static("close"));
         let mut out = Vec::new();
-        encode_request(&mut out, &Method::POST, "/mcp?x=1", "127.0.0.1:8080", &headers, b"{}");
+        let session = [(HeaderName::from_static("mcp-session-id"), HeaderValue::from_static("s1"))];
+        encode_request(&mut out, &Method::POST, "/mcp?x=1", "127.0.0.1:8080", &headers, &session, b"{}");
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "POST /mcp?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\naccept: application/json, text/event-stream\r\n\
-             content-length: 2\r\n\r\n{}"
+             mcp-session-id: s1\r\ncontent-length: 2\r\n\r\n{}"
         );
         let mut get = Vec::new();
         headers.insert(HOST, HeaderValue::from_static("example.com"));
-        encode_request(&mut get, &Method::GET, "/", "ignored", &headers, b"");
+        headers.insert("mcp-session-id", HeaderValue::from_static("static"));
+        encode_request(&mut get, &Method::GET, "/", "ignored", &headers, &session, b"");
         let get = String::from_utf8(get).unwrap();
         assert!(get.starts_with("GET / HTTP/1.1\r\n"), "{get}");
         assert_eq!(get.matches("host: ").count(), 1, "the caller's Host alone: {get}");
         assert!(get.contains("host: example.com\r\n"), "{get}");
         assert!(!get.contains("content-length"), "a bodiless GET declares no length: {get}");
+        assert!(get.contains("mcp-session-id: s1\r\n") && !get.contains("static"), "the call's own field wins: {get}");
     }
 
     #[test]

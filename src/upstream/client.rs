@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::Stream;
-use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -60,16 +60,20 @@ impl UpstreamClient {
         &self,
         method: Method,
         uri: &Uri,
-        headers: HeaderMap,
+        headers: &HeaderMap,
+        more: &[(HeaderName, HeaderValue)],
         body: String,
     ) -> Result<UpstreamResponse, UpstreamError> {
         if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-            let response = self.plain.send(&method, uri, &headers, body.as_bytes()).await?;
+            let response = self.plain.send(&method, uri, headers, more, body.as_bytes()).await?;
             return Ok(UpstreamResponse(response.map(ResponseBody::Driven)));
         }
         let mut request = Request::new(body);
         *request.method_mut() = method;
-        *request.headers_mut() = headers;
+        *request.headers_mut() = headers.clone();
+        for (name, value) in more {
+            request.headers_mut().insert(name, value.clone());
+        }
         *request.uri_mut() = uri.clone();
         match self.tls.request(request).await {
             Ok(response) => Ok(UpstreamResponse(response.map(ResponseBody::Pooled))),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::uri::Authority;
-use http::{HeaderMap, Method, Response, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -149,12 +149,13 @@ impl Pool {
         method: &Method,
         uri: &Uri,
         headers: &HeaderMap,
+        more: &[(HeaderName, HeaderValue)],
         body: &[u8],
     ) -> Result<Response<DrivenBody>, UpstreamError> {
         let authority = uri.authority().ok_or_else(|| UpstreamError::Connect("the URI names no host".into()))?;
         let target = uri.path_and_query().map_or("/", |p| p.as_str());
         let mut request = Vec::new();
-        h1::encode_request(&mut request, method, target, &host_header(authority), headers, body);
+        h1::encode_request(&mut request, method, target, &host_header(authority), headers, more, body);
         loop {
             let (mut conn, reused) = match self.checkout(authority) {
                 Some(conn) => (conn, true),
@@ -390,7 +391,7 @@ mod tests {
 
     async fn get(pool: &Arc<Pool>, uri: &Uri) {
         use http_body_util::BodyExt as _;
-        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), b"").await.unwrap();
+        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), &[], b"").await.unwrap();
         assert_eq!(answer.into_body().collect().await.unwrap().to_bytes(), "ok");
     }
 
@@ -466,7 +467,7 @@ mod tests {
 
     async fn body_of(pool: &Arc<Pool>, uri: &Uri) -> Result<Bytes, String> {
         use http_body_util::BodyExt as _;
-        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), b"").await.map_err(|e| e.to_string())?;
+        let answer = pool.send(&Method::GET, uri, &HeaderMap::new(), &[], b"").await.map_err(|e| e.to_string())?;
         answer.into_body().collect().await.map(|b| b.to_bytes()).map_err(|e| e.to_string())
     }
 

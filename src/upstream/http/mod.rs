@@ -30,9 +30,9 @@ use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const LAST_EVENT_ID: &str = "last-event-id";
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
 pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
@@ -570,9 +570,8 @@ impl HttpLink {
         }
         let state = self.snapshot();
         if state.session_id.is_some() {
-            let mut headers = self.up.headers.clone();
-            session_headers(&mut headers, &state);
-            let delete = self.up.client.send(Method::DELETE, &self.up.uri, headers, String::new());
+            let headers = session_headers(&state, 0);
+            let delete = self.up.client.send(Method::DELETE, &self.up.uri, &self.up.headers, &headers, String::new());
             if let Err(e) = tokio::time::timeout(Duration::from_secs(2), delete).await {
                 tracing::debug!(upstream = %self.up.name, error = %e, "DELETE of the upstream session timed out");
             }
@@ -601,39 +600,40 @@ impl HttpLink {
         state: &SessionState,
         extra: &[(String, String)],
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let mut headers = self.up.post_headers.clone();
-        session_headers(&mut headers, state);
+        let mut headers = session_headers(state, extra.len());
         for (name, value) in extra {
             match (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
                 (Ok(name), Ok(value)) => {
-                    headers.append(name, value);
+                    headers.push((name, value));
                 }
                 _ => {
                     tracing::debug!(upstream = %self.up.name, header = %name, "header not sent: not a valid HTTP header")
                 }
             }
         }
-        self.up.client.send(Method::POST, &self.up.uri, headers, body).await
+        self.up.client.send(Method::POST, &self.up.uri, &self.up.post_headers, &headers, body).await
     }
 
     async fn get(&self, state: &SessionState, last_event_id: Option<&str>) -> Result<UpstreamResponse, UpstreamError> {
-        let mut headers = self.up.get_headers.clone();
-        session_headers(&mut headers, state);
+        let mut headers = session_headers(state, 1);
         if let Some(last) = last_event_id.and_then(|l| HeaderValue::try_from(l).ok()) {
-            headers.insert(LAST_EVENT_ID, last);
+            headers.push((LAST_EVENT_ID, last));
         }
-        self.up.client.send(Method::GET, &self.up.uri, headers, String::new()).await
+        self.up.client.send(Method::GET, &self.up.uri, &self.up.get_headers, &headers, String::new()).await
     }
 }
 
-/// The session's `Mcp-Session-Id` and `MCP-Protocol-Version`, once it has them.
-fn session_headers(headers: &mut HeaderMap, state: &SessionState) {
+/// The session's `Mcp-Session-Id` and `MCP-Protocol-Version`, once it has them, with
+/// room for `room` more fields.
+fn session_headers(state: &SessionState, room: usize) -> Vec<(HeaderName, HeaderValue)> {
+    let mut fields = Vec::with_capacity(2 + room);
     if let Some(sid) = &state.session_id {
-        headers.insert(SESSION_HEADER, sid.clone());
+        fields.push((SESSION_HEADER, sid.clone()));
     }
     if let Some(version) = &state.version {
-        headers.insert(VERSION_HEADER, version.clone());
+        fields.push((VERSION_HEADER, version.clone()));
     }
+    fields
 }
 
 /// `text` as a header value whose copies share its bytes; `None` when it cannot be one.
