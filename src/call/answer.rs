@@ -72,8 +72,9 @@ impl Answer {
     pub fn parse(reply: Reply, tool_result: bool) -> Answer {
         match reply {
             Ok(raw) => {
-                let is_error =
-                    tool_result && serde_json::from_str::<IsError>(raw.get()).is_ok_and(|v| v.is_error == Some(true));
+                let is_error = tool_result
+                    && crate::jsonrpc::may_name(raw.get(), "isError")
+                    && serde_json::from_str::<IsError>(raw.get()).is_ok_and(|v| v.is_error == Some(true));
                 Answer::Result { raw, is_error }
             }
             Err(raw) => {

@@ -91,12 +91,8 @@ fn reply_outcome(method_name: &str, reply: &Reply) -> &'static str {
     }
     match reply {
         Ok(result) if method_name == method::TOOLS_CALL => {
-            // Without the name written out or any `\u` escape, there is no `isError`
-            // member to read: most results are told apart without a parse.
-            let text = result.get().as_bytes();
-            let may_say =
-                memchr::memmem::find(text, b"isError").is_some() || memchr::memmem::find(text, b"\\u").is_some();
-            let is_error = may_say && jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
+            let is_error = jsonrpc::may_name(result.get(), "isError")
+                && jsonrpc::view::<ToolResult>(Some(result)).is_some_and(|r| r.is_error);
             if is_error { "tool_error" } else { "ok" }
         }
         Ok(_) => "ok",

@@ -361,6 +361,14 @@ pub(crate) struct ErrorData {
     pub(crate) correlation_id: Option<String>,
 }
 
+/// Whether the JSON `text` may hold a member named `name` (plain ASCII): `false` only
+/// when neither the name nor any `\u` escape (which could spell it) occurs in it, so
+/// that most texts are told apart without a parse.
+pub(crate) fn may_name(text: &str, name: &str) -> bool {
+    let text = text.as_bytes();
+    memchr::memmem::find(text, name.as_bytes()).is_some() || memchr::memmem::find(text, b"\\u").is_some()
+}
+
 /// Parses a raw value into a typed view; `None` when it does not fit.
 pub(crate) fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())

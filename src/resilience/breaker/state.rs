@@ -420,6 +420,11 @@ impl Inner {
         if failure && cfg.consecutive_failures > 0 && self.consecutive >= cfg.consecutive_failures {
             return Some(Reason::ConsecutiveFailures);
         }
+        // A rate trips only on a call of its own kind: a call that neither failed nor was
+        // slow needs no look at the window.
+        if !failure && !slow {
+            return None;
+        }
         let totals = self.window.totals(now);
         if totals.calls == 0 || totals.calls < cfg.min_calls {
             return None;
