@@ -301,6 +301,18 @@ async fn http1_requests_are_read_and_answered_as_rfc_9112_says() {
     assert_eq!(status_of(&answer), 200, "{answer}");
     assert_eq!(body_of(&answer)["id"], 3, "{answer}");
 
+    // A head and body in small pieces, split inside the empty line that ends the head.
+    let pieces = post(4, "Connection: close\r\n");
+    let cut = pieces.find("\r\n\r\n").expect("an empty line") + 3;
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    for piece in [&pieces[..7], &pieces[7..cut], &pieces[cut..cut + 1], &pieces[cut + 1..]] {
+        s.write_all(piece.as_bytes()).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = read_until_closed(&mut s, Duration::from_secs(10), "a request in pieces").await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert_eq!(body_of(&answer)["id"], 4, "{answer}");
+
     // HTTP/1.0: answered, then closed (raw_exchange returns only at the close).
     let old = raw_exchange(addr, b"GET /nothing-here HTTP/1.0\r\n\r\n").await;
     assert_eq!(status_of(&old), 404, "{old}");

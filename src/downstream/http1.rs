@@ -38,8 +38,9 @@ use crate::h1::{BodyDecoder, MAX_HEAD, Step};
 
 /// Room made in the read buffer before a read.
 const READ_ROOM: usize = 8 * 1024;
-/// Most bytes of a body read ahead into one piece.
-const MAX_READ_ROOM: usize = 1024 * 1024;
+/// Most room made for a request body's next piece: a client's declared lengths reserve no
+/// more than this per connection.
+const MAX_READ_ROOM: usize = 64 * 1024;
 
 /// A connection's socket and what was read from it but not used yet.
 pub(super) struct Wire {
@@ -109,6 +110,8 @@ pub(super) async fn serve<A: App>(
         };
         deadline = None;
         match exchange(wire, head, &mut app, peer, &activity).await {
+            // The listener closing while the answer was on its way: no next request.
+            Some(_) if activity.closing.load(Ordering::Acquire) => return,
             Some(next) => wire = next,
             None => return,
         }
@@ -123,11 +126,20 @@ async fn read_head(
     mut deadline: Option<Instant>,
     timeout: Duration,
 ) -> Result<Option<RequestHead>, Option<HeadError>> {
+    // How much of the buffer is known to hold no end of a head: a head sent a byte at a
+    // time is parsed once it may be complete, not once per byte.
+    let mut scanned = 0;
     loop {
         if !wire.buf.is_empty() {
-            if let Some(head) = server::parse_request(&mut wire.buf).map_err(Some)? {
+            if head_may_end(&wire.buf, scanned)
+                && let Some(head) = server::parse_request(&mut wire.buf).map_err(Some)?
+            {
                 return Ok(Some(head));
             }
+            if wire.buf.len() > MAX_HEAD {
+                return Err(Some(HeadError::TooLarge));
+            }
+            scanned = wire.buf.len();
             deadline.get_or_insert_with(|| Instant::now() + timeout);
         }
         match wire.fill(deadline).await {
@@ -136,6 +148,17 @@ async fn read_head(
             Ok(_) => {}
         }
     }
+}
+
+/// Whether `buf` may hold a whole head: an empty line (`\n\n` or `\n\r\n`) ends it,
+/// looked for only past the first `scanned` bytes (and the three before them).
+fn head_may_end(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3);
+    let rest = &buf[from.min(buf.len())..];
+    memchr::memchr_iter(b'\n', rest).any(|i| {
+        let after = &rest[i + 1..];
+        after.first() == Some(&b'\n') || after.starts_with(b"\r\n")
+    })
 }
 
 /// Answers a head that could not be read, and closes.
@@ -400,5 +423,22 @@ impl HttpBody for WireBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.decoder.remaining().map_or_else(http_body::SizeHint::default, http_body::SizeHint::with_exact)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_parsed_only_once_it_may_be_whole() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for cut in 0..head.len() - 1 {
+            assert!(!head_may_end(&head[..cut], 0), "not before its empty line: {cut}");
+        }
+        assert!(head_may_end(head, 0));
+        assert!(head_may_end(head, head.len() - 1), "found across what was scanned");
+        assert!(head_may_end(b"GET / HTTP/1.1\nHost: h\n\n", 20), "bare line feeds");
+        assert!(!head_may_end(b"GET / HTTP/1.1\r\n\r\n", 40), "nothing new past the scanned part");
     }
 }

@@ -213,18 +213,29 @@ impl<A: App> Connection<A> {
         let first_bytes = started + self.limits.header_timeout.min(self.limits.idle_timeout);
         // Enough of the first bytes to tell HTTP/2's preface from an HTTP/1.x request.
         let mut wire = Wire::new(stream);
-        let http2 = loop {
-            let seen = wire.buffered();
-            let n = seen.len().min(HTTP2_PREFACE.len());
-            if seen[..n] != HTTP2_PREFACE[..n] {
-                break false;
+        let telling = async {
+            loop {
+                let seen = wire.buffered();
+                let n = seen.len().min(HTTP2_PREFACE.len());
+                if seen[..n] != HTTP2_PREFACE[..n] {
+                    return Some(false);
+                }
+                if n == HTTP2_PREFACE.len() {
+                    return Some(true);
+                }
+                if !matches!(wire.fill(Some(first_bytes)).await, Ok(1..)) {
+                    return None;
+                }
             }
-            if n == HTTP2_PREFACE.len() {
-                break true;
-            }
-            if !matches!(wire.fill(Some(first_bytes)).await, Ok(1..)) {
-                return;
-            }
+        };
+        // A connection that has said nothing yet has nothing in flight: it closes at once
+        // when the listener does.
+        let http2 = tokio::select! {
+            told = telling => match told {
+                Some(http2) => http2,
+                None => return,
+            },
+            () = self.stop.cancelled() => return,
         };
         let (peer, limits, stop) = (self.peer, self.limits, self.stop.clone());
         if http2 {
