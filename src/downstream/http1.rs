@@ -131,7 +131,8 @@ async fn read_head(
     let mut scanned = 0;
     loop {
         if !wire.buf.is_empty() {
-            if head_may_end(&wire.buf, scanned)
+            // A first look parses at once: most heads arrive whole in one read.
+            if (scanned == 0 || head_may_end(&wire.buf, scanned))
                 && let Some(head) = server::parse_request(&mut wire.buf).map_err(Some)?
             {
                 return Ok(Some(head));
