@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::AdminConfig;
-use crate::downstream::listener::PeerAddr;
+use crate::downstream::connection::PeerAddr;
 
 /// The `WWW-Authenticate` challenge of a 401.
 const CHALLENGE: &str = "Bearer realm=\"seawall-admin\"";

@@ -21,7 +21,7 @@ use axum::http::{HeaderValue, Request, StatusCode};
 use axum::response::Response;
 use tower::{Layer, Service};
 
-use super::listener::PeerAddr;
+use super::connection::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
 use crate::policy::cors::CorsPolicy;
 use crate::policy::origin::{OriginPolicy, OriginRefusal};

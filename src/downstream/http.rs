@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::listener::PeerAddr;
+use super::connection::PeerAddr;
 use super::refusal::{Refusal, RequestInfo};
 use super::run_to_end::RunToEnd;
 use crate::gateway::Gateway;

@@ -32,7 +32,7 @@ use tokio::io::{AsyncWrite as _, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt as _;
 
-use super::listener::{Activity, App, Busy, PeerAddr};
+use super::connection::{Activity, App, Busy, PeerAddr};
 use crate::h1::server::{self, AnswerFraming, HeadError, RequestHead};
 use crate::h1::{BodyDecoder, MAX_HEAD, Step};
 

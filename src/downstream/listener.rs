@@ -13,7 +13,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
+use super::connection::{Activity, App, Busy, PeerAddr, idle};
 use super::http1::{self, Wire};
 use super::refusal::Refusal;
 use crate::workers::Workers;
@@ -53,29 +54,6 @@ pub(crate) struct ListenerLimits {
     /// How long connections may take to finish their requests once the listener stops
     /// accepting; then they are dropped.
     pub(crate) drain: Duration,
-}
-
-/// The client's address, recorded in every request's extensions.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PeerAddr(pub(crate) SocketAddr);
-
-/// What a listener serves: the router, possibly inside layers that see every request.
-pub(crate) trait App:
-    tower::Service<hyper::Request<Body>, Response = axum::response::Response, Error = Infallible, Future: Send>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<A> App for A where
-    A: tower::Service<hyper::Request<Body>, Response = axum::response::Response, Error = Infallible, Future: Send>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains. Connections run
@@ -334,71 +312,6 @@ impl AsyncWrite for Rewind {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
-/// What a connection is doing: its requests in flight (their response bodies included)
-/// and when the last one ended. Requests only count; the idle watch looks at the counts
-/// when its timer fires, so a request costs no wake-up and no timer of its own.
-pub(super) struct Activity {
-    busy: AtomicUsize,
-    /// Set when the listener closes: the connection takes no request after the one in
-    /// flight.
-    pub(super) closing: AtomicBool,
-    /// When the last request ended, in milliseconds since `origin`.
-    last_ended: AtomicU64,
-    origin: Instant,
-}
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            busy: AtomicUsize::new(0),
-            closing: AtomicBool::new(false),
-            last_ended: AtomicU64::new(0),
-            origin: Instant::now(),
-        }
-    }
-
-    /// When the connection became idle, if it is.
-    fn idle_since(&self) -> Option<Instant> {
-        (self.busy.load(Ordering::Acquire) == 0)
-            .then(|| self.origin + Duration::from_millis(self.last_ended.load(Ordering::Acquire)))
-    }
-}
-
-/// Resolves once no request has been in flight for `timeout`.
-async fn idle(activity: &Activity, timeout: Duration) {
-    let mut deadline = Instant::now() + timeout;
-    loop {
-        tokio::time::sleep_until(deadline.into()).await;
-        let now = Instant::now();
-        match activity.idle_since() {
-            Some(since) if since + timeout <= now => return,
-            Some(since) => deadline = since + timeout,
-            None => deadline = now + timeout,
-        }
-    }
-}
-
-/// A request in flight on a connection, until its response body is done.
-pub(super) struct Busy(Arc<Activity>);
-
-impl Busy {
-    pub(super) fn new(activity: &Arc<Activity>) -> Busy {
-        activity.busy.fetch_add(1, Ordering::AcqRel);
-        Busy(Arc::clone(activity))
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let activity = &self.0;
-        let ended = u64::try_from(activity.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
-        // When it ended first, then that it ended: the watch never sees it idle since
-        // an older time.
-        activity.last_ended.fetch_max(ended, Ordering::AcqRel);
-        activity.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -6,6 +6,7 @@
 //! [`http`]. [`stdio`] serves one client on stdin and stdout.
 
 pub(crate) mod budget;
+pub(crate) mod connection;
 pub(crate) mod cors;
 pub mod endpoint;
 pub mod http;
