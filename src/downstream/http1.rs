@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf as _, BufMut, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH};
 use http::{Method, StatusCode, Version};
 use http_body::Body as HttpBody;
@@ -284,19 +284,32 @@ async fn write_answer(wire: &mut Wire, mut out: BytesMut, body: Body, framing: A
     match framing {
         AnswerFraming::Bodiless => wire.io.write_all(&out).await,
         // The head and the body in one write, the body gathered first.
+        // A body of one piece (the usual) goes out beside the head in one vectored write,
+        // not copied; pieces after the first are gathered behind the head.
         AnswerFraming::Exact(length) => {
             let mut written = 0u64;
+            let mut first: Option<bytes::Bytes> = None;
             while let Some(frame) = next_frame(wire, body.as_mut()).await? {
                 written += frame.len() as u64;
                 if written > length {
                     return Err(io::Error::other("an answer longer than it said"));
                 }
-                out.put_slice(&frame);
+                match first.take() {
+                    None if out.len() + frame.len() > READ_ROOM => first = Some(frame),
+                    Some(earlier) => {
+                        out.put_slice(&earlier);
+                        out.put_slice(&frame);
+                    }
+                    None => out.put_slice(&frame),
+                }
             }
             if written != length {
                 return Err(io::Error::other("an answer shorter than it said"));
             }
-            wire.io.write_all(&out).await
+            match first {
+                Some(body) => wire.io.write_all_buf(&mut out.chain(body)).await,
+                None => wire.io.write_all(&out).await,
+            }
         }
         // Each piece as it comes.
         AnswerFraming::Chunked | AnswerFraming::UntilClose => {
