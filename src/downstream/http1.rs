@@ -6,8 +6,9 @@
 //! to the app as it is; a longer or chunked one is read from the socket as the app
 //! polls it, the socket lent to the body meanwhile (and `100 Continue` sent only then,
 //! so a body the app refuses unread is never asked for). While the app works on a
-//! request, the connection watches its client: a client that closes the connection
-//! cancels the request, as it does while an answer streams.
+//! request, the connection watches its client: once the client closes the connection,
+//! the connection lets go of the request's future at once (the request itself runs to
+//! its end on its own, see `run_to_end`), as it does while an answer streams.
 //!
 //! Answers are written with `Content-Length` when their length is known (the head and
 //! the body in one write), chunked otherwise (each piece written as it comes: event
@@ -15,6 +16,7 @@
 //! connection's start for its first request and from the first byte of each later one:
 //! a head that arrives in one read arms no timer.
 
+use std::fmt::Write as _;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::net::SocketAddr;
@@ -248,7 +250,7 @@ async fn exchange<A: App>(
 }
 
 /// Polls `answering` while watching the client: `None` if it closed the connection (the
-/// request is then dropped, which cancels it). What arrives meanwhile (a pipelined
+/// future is then dropped; a request's work goes on by itself). What arrives meanwhile (a pipelined
 /// request) waits in the buffer, up to a head's worth.
 async fn watching<F, T>(wire: &mut Wire, answering: F) -> Option<T>
 where
@@ -321,7 +323,7 @@ async fn write_answer(wire: &mut Wire, mut out: BytesMut, body: Body, framing: A
                     Some(data) if data.is_empty() => continue,
                     Some(data) => {
                         if chunked {
-                            out.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                            let _ = write!(out, "{:x}\r\n", data.len());
                             out.put_slice(&data);
                             out.put_slice(b"\r\n");
                         } else {

@@ -176,28 +176,12 @@ pub(crate) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
     }
     if headers.contains_key(TRANSFER_ENCODING) {
         // Chunked only when it is the last coding; anything else runs until the close.
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .flat_map(|v| v.to_str().unwrap_or("?").split(','))
-            .map(str::trim)
-            .rfind(|c| !c.is_empty());
-        if last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")) && head.version != Version::HTTP_10 {
+        if chunked_last(headers) && head.version != Version::HTTP_10 {
             return Ok(Framing { body: BodyLength::Chunked, keep_alive });
         }
         return Ok(Framing { body: BodyLength::UntilClose, keep_alive: false });
     }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.to_str().map_err(|_| ProtocolError::Framing("Content-Length is not a number"))?.split(',') {
-            let n = parse_decimal(part.trim()).ok_or(ProtocolError::Framing("Content-Length is not a number"))?;
-            if length.is_some_and(|seen| seen != n) {
-                return Err(ProtocolError::Framing("Content-Length fields disagree"));
-            }
-            length = Some(n);
-        }
-    }
-    Ok(match length {
+    Ok(match content_length(headers).map_err(ProtocolError::Framing)? {
         Some(n) => Framing { body: BodyLength::Exact(n), keep_alive },
         None => {
             keep_alive = false;
@@ -206,6 +190,34 @@ pub(crate) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
     })
 }
 
+/// Whether the last transfer coding of a message's `Transfer-Encoding` is `chunked`.
+fn chunked_last(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .rfind(|c| !c.is_empty())
+        .is_some_and(|c| c.eq_ignore_ascii_case("chunked"))
+}
+
+/// A message's `Content-Length`, when it has one: every field and list item the same
+/// decimal number, else why not.
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.to_str().map_err(|_| "Content-Length is not a number")?.split(',') {
+            let n = parse_decimal(part.trim()).ok_or("Content-Length is not a number")?;
+            if length.is_some_and(|seen| seen != n) {
+                return Err("Content-Length fields disagree");
+            }
+            length = Some(n);
+        }
+    }
+    Ok(length)
+}
+
+/// Whether the comma-separated values of the `name` fields hold `token` (in any case).
 pub(crate) fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
     headers
         .get_all(name)

@@ -119,28 +119,12 @@ fn mcp_name(name: &[u8]) -> Option<HeaderName> {
 /// by its chunks, but nothing after it on that connection is trusted.
 fn request_framing(headers: &HeaderMap) -> Result<(BodyLength, bool), HeadError> {
     if headers.contains_key(TRANSFER_ENCODING) {
-        let last = headers
-            .get_all(TRANSFER_ENCODING)
-            .iter()
-            .flat_map(|v| v.to_str().unwrap_or("?").split(','))
-            .map(str::trim)
-            .rfind(|c| !c.is_empty());
-        if !last.is_some_and(|c| c.eq_ignore_ascii_case("chunked")) {
+        if !super::chunked_last(headers) {
             return Err(HeadError::Malformed("a transfer coding other than chunked last"));
         }
         return Ok((BodyLength::Chunked, headers.contains_key(CONTENT_LENGTH)));
     }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        let text = value.to_str().map_err(|_| HeadError::Malformed("bad Content-Length"))?;
-        for item in text.split(',') {
-            let n = super::parse_decimal(item.trim()).ok_or(HeadError::Malformed("bad Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(HeadError::Malformed("differing Content-Length values"));
-            }
-            length = Some(n);
-        }
-    }
+    let length = super::content_length(headers).map_err(HeadError::Malformed)?;
     Ok((BodyLength::Exact(length.unwrap_or(0)), false))
 }
 
