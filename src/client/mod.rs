@@ -39,6 +39,9 @@ pub struct ClientRequest {
     pub params: Option<Box<RawValue>>,
     /// For `tools/call`, the tool name as the client wrote it.
     pub tool: Option<String>,
+    /// For `tools/call`, its arguments, read in the same pass as the tool's name (the
+    /// router checks them without reading the params again).
+    pub arguments: Option<Arc<Value>>,
     /// The upstream-side progress token written into `params`, if any.
     pub progress: Option<Value>,
     /// Where related upstream events go.
@@ -69,22 +72,25 @@ impl ClientRequest {
         progress: Option<Value>,
         related: mpsc::Sender<Tagged>,
     ) -> ClientRequest {
-        let name = (method == method::TOOLS_CALL).then(|| crate::mcp::meta::read_with_name(params.as_deref()).1);
-        ClientRequest::named(session, id, method, params, name.flatten(), progress, related)
+        let called = (method == method::TOOLS_CALL).then(|| crate::mcp::meta::read_with_name(params.as_deref()).1);
+        ClientRequest::named(session, id, method, params, called.flatten(), progress, related)
     }
 
-    /// [`ClientRequest::new`] with the `name` of its params already read: the tool of a
-    /// `tools/call` (ignored for other methods).
+    /// [`ClientRequest::new`] with the `name` and `arguments` of its params already
+    /// read: the tool of a `tools/call` (ignored for other methods).
     pub(crate) fn named(
         session: Arc<Session>,
         id: Id,
         method: &str,
         params: Option<Box<RawValue>>,
-        name: Option<String>,
+        called: Option<crate::mcp::meta::Called>,
         progress: Option<Value>,
         related: mpsc::Sender<Tagged>,
     ) -> ClientRequest {
-        let tool = name.filter(|_| method == method::TOOLS_CALL);
+        let (tool, arguments) = match called.filter(|_| method == method::TOOLS_CALL) {
+            Some(called) => (Some(called.name), called.arguments.map(Arc::new)),
+            None => (None, None),
+        };
         let principal = session.principal().cloned();
         let peer = session.peer();
         ClientRequest {
@@ -93,6 +99,7 @@ impl ClientRequest {
             method: Arc::from(method),
             params,
             tool,
+            arguments,
             progress,
             principal,
             peer,

@@ -65,7 +65,7 @@ impl Gateway {
         trace: Option<TraceContext>,
     ) -> Result<(Arc<Session>, Box<RawValue>), InitError> {
         let started = std::time::Instant::now();
-        let label = principal.as_deref().map(Principal::label);
+        let asker = principal.clone();
         let meta = meta::read(req.params.as_deref());
         let mut trace = RequestTrace {
             meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
@@ -103,7 +103,7 @@ impl Gateway {
             let request = Recorded {
                 started,
                 session,
-                principal: label,
+                principal: asker.as_deref(),
                 method: method::INITIALIZE,
                 tool: None,
                 id: req.id.raw(),

@@ -147,7 +147,7 @@ impl Gateway {
         let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
-        let (meta, name) = meta::read_with_name(params.as_deref());
+        let (meta, called) = meta::read_with_name(params.as_deref());
         let trace = RequestTrace {
             meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
             header: trace,
@@ -165,7 +165,7 @@ impl Gateway {
             req.id.clone(),
             &req.method,
             params,
-            name,
+            called,
             progress.as_ref().map(|p| p.upstream.clone()),
             related_tx,
         );

@@ -206,8 +206,8 @@ fn chunked_last(headers: &HeaderMap) -> bool {
 fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
     let mut length = None;
     for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.to_str().map_err(|_| "Content-Length is not a number")?.split(',') {
-            let n = parse_decimal(part.trim()).ok_or("Content-Length is not a number")?;
+        for part in value.as_bytes().split(|&b| b == b',') {
+            let n = decimal(part.trim_ascii()).ok_or("Content-Length is not a number")?;
             if length.is_some_and(|seen| seen != n) {
                 return Err("Content-Length fields disagree");
             }
@@ -222,16 +222,18 @@ pub(crate) fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> b
     headers
         .get_all(name)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
-fn parse_decimal(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+/// A non-negative decimal of digits only, without overflow.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
         return None;
     }
-    s.parse().ok()
+    digits.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() { n.checked_mul(10)?.checked_add(u64::from(b - b'0')) } else { None }
+    })
 }
 
 /// What the body decoder found in the bytes read so far.

@@ -365,8 +365,13 @@ pub(crate) struct ErrorData {
 /// when neither the name nor any `\u` escape (which could spell it) occurs in it, so
 /// that most texts are told apart without a parse.
 pub(crate) fn may_name(text: &str, name: &str) -> bool {
-    let text = text.as_bytes();
-    memchr::memmem::find(text, name.as_bytes()).is_some() || memchr::memmem::find(text, b"\\u").is_some()
+    let (text, name) = (text.as_bytes(), name.as_bytes());
+    let Some(&first) = name.first() else { return true };
+    // One pass for both, without a searcher built per call (texts are short).
+    memchr::memchr2_iter(first, b'\\', text).any(|at| match text[at] {
+        b'\\' => text.get(at + 1) == Some(&b'u') || text[at..].starts_with(name),
+        _ => text[at..].starts_with(name),
+    })
 }
 
 /// Parses a raw value into a typed view; `None` when it does not fit.
@@ -384,6 +389,17 @@ pub(crate) fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn may_name_is_false_only_without_the_name_or_an_escape() {
+        assert!(may_name(r#"{"content":[],"isError":true}"#, "isError"));
+        assert!(may_name(r#"{"\u0069sError":true}"#, "isError"), "an escape may spell it");
+        assert!(may_name(r#"{"a":"\\","isError":1}"#, "isError"));
+        assert!(!may_name(r#"{"content":[{"type":"text","text":"is it an Error?"}]}"#, "isError"));
+        assert!(!may_name(r#"{"a":"\n\t\\"}"#, "isError"), "other escapes spell nothing");
+        assert!(!may_name("", "isError"));
+        assert!(may_name(r"isErro\u", "isError"));
+    }
 
     #[test]
     fn decodes_each_kind_and_keeps_params_raw() {

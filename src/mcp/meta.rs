@@ -15,6 +15,18 @@ pub(crate) struct CommonParams {
     /// `name`: of the tool, for a `tools/call` (read in the same pass as `_meta`).
     #[serde(default)]
     pub name: Option<Value>,
+    /// `arguments`: of a `tools/call` (read in the same pass, for the router).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// The tool a `tools/call` names, and its arguments, as read with its `_meta`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Called {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, when present (any JSON: the tool's schema judges them).
+    pub arguments: Option<Value>,
 }
 
 /// The `_meta` fields the gateway reads.
@@ -43,14 +55,14 @@ pub(crate) fn read(params: Option<&RawValue>) -> Meta {
     read_with_name(params).0
 }
 
-/// Reads the `_meta` of a request's params and its `name`, when that is a string, in one
-/// pass.
-pub(crate) fn read_with_name(params: Option<&RawValue>) -> (Meta, Option<String>) {
+/// Reads the `_meta` of a request's params and, when its `name` is a string, the tool
+/// it calls with its arguments, in one pass.
+pub(crate) fn read_with_name(params: Option<&RawValue>) -> (Meta, Option<Called>) {
     match jsonrpc::view::<CommonParams>(params) {
-        Some(CommonParams { meta, name }) => (
+        Some(CommonParams { meta, name, arguments }) => (
             meta.unwrap_or_default(),
             match name {
-                Some(Value::String(name)) => Some(name),
+                Some(Value::String(name)) => Some(Called { name, arguments }),
                 _ => None,
             },
         ),
@@ -60,8 +72,11 @@ pub(crate) fn read_with_name(params: Option<&RawValue>) -> (Meta, Option<String>
             #[derive(Deserialize)]
             struct Name {
                 name: String,
+                #[serde(default)]
+                arguments: Option<Value>,
             }
-            (Meta::default(), jsonrpc::view::<Name>(params).map(|n| n.name))
+            let called = jsonrpc::view::<Name>(params).map(|n| Called { name: n.name, arguments: n.arguments });
+            (Meta::default(), called)
         }
     }
 }
@@ -131,10 +146,16 @@ mod tests {
     #[test]
     fn the_name_is_read_with_the_meta_and_without_it_when_the_meta_is_malformed() {
         let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
-        let (meta, name) = read_with_name(Some(&raw(r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{}}"#)));
+        let (meta, called) =
+            read_with_name(Some(&raw(r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{}}"#)));
+        let called = called.unwrap();
+        assert_eq!(called.arguments, Some(serde_json::json!({})));
+        let name = Some(called.name);
         assert_eq!((meta.progress(), name.as_deref()), (Some(Value::from(7)), Some("echo")));
-        let (meta, name) = read_with_name(Some(&raw(r#"{"_meta":5,"name":"echo"}"#)));
-        assert_eq!((meta.progress(), name.as_deref()), (None, Some("echo")), "a malformed _meta hides no tool");
+        let (meta, called) = read_with_name(Some(&raw(r#"{"_meta":5,"name":"echo","arguments":[1]}"#)));
+        let called = called.unwrap();
+        assert_eq!((meta.progress(), called.name.as_str()), (None, "echo"), "a malformed _meta hides no tool");
+        assert_eq!(called.arguments, Some(serde_json::json!([1])));
         assert_eq!(read_with_name(Some(&raw(r#"{"name":3}"#))).1, None);
         assert_eq!(read_with_name(None).1, None);
     }

@@ -129,12 +129,29 @@ fn authority(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<Option<
 
 /// `host[:port]` in visible ASCII, without user information.
 fn valid_authority(bytes: &[u8]) -> Result<String, OriginRefusal> {
+    // The usual Host, a lower-case name or IPv4 address with a port, needs no parser.
+    if let Some(plain) = plain_authority(bytes) {
+        return Ok(plain.to_owned());
+    }
     let bad = OriginRefusal::Ambiguous("the Host is not a valid host[:port]");
     if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_graphic) || bytes.contains(&b'@') {
         return Err(bad);
     }
     let parsed = Authority::try_from(bytes).map_err(|_| bad)?;
     Ok(parsed.as_str().to_ascii_lowercase())
+}
+
+/// `bytes` when they are `name[:port]` with a name of lower-case letters, digits, dots
+/// and hyphens and a port of 1 to 5 digits: valid as they are and already lower-case.
+fn plain_authority(bytes: &[u8]) -> Option<&str> {
+    let (name, port) = match bytes.iter().position(|&b| b == b':') {
+        Some(at) => (&bytes[..at], Some(&bytes[at + 1..])),
+        None => (bytes, None),
+    };
+    let name_ok = !name.is_empty()
+        && name.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    let port_ok = port.is_none_or(|p| (1..=5).contains(&p.len()) && p.iter().all(u8::is_ascii_digit));
+    if name_ok && port_ok { std::str::from_utf8(bytes).ok() } else { None }
 }
 
 /// `host:port` → `host`, keeping bracketed IPv6 literals whole.
@@ -169,6 +186,21 @@ mod tests {
         fn check_h(&self, h: &HeaderMap) -> Result<(), OriginRefusal> {
             self.check(Version::HTTP_11, &Uri::from_static("/mcp"), h)
         }
+    }
+
+    #[test]
+    fn plain_authorities_read_as_the_parser_reads_them() {
+        for host in ["localhost", "127.0.0.1:8080", "a-b.example.com:443", "x:1", "h:65535"] {
+            let parsed = Authority::try_from(host.as_bytes()).unwrap().as_str().to_ascii_lowercase();
+            assert_eq!(plain_authority(host.as_bytes()), Some(parsed.as_str()), "{host}");
+            assert_eq!(valid_authority(host.as_bytes()).as_deref(), Ok(parsed.as_str()));
+        }
+        for odd in ["Example.com", "[::1]:80", "h:", ":80", "h:123456", "a b", "h:8x", "u@h"] {
+            assert_eq!(plain_authority(odd.as_bytes()), None, "{odd}");
+        }
+        assert_eq!(valid_authority(b"Example.COM:80").as_deref(), Ok("example.com:80"));
+        assert_eq!(valid_authority(b"[::1]:80").as_deref(), Ok("[::1]:80"));
+        assert!(valid_authority(b"u@h").is_err());
     }
 
     #[test]

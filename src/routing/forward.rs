@@ -60,9 +60,25 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, GatewayError> {
-        let call = (method == method::TOOLS_CALL).then(|| jsonrpc::view::<CallParams>(params.as_deref())).flatten();
+        let call = (method == method::TOOLS_CALL)
+            .then(|| jsonrpc::view::<CallParams>(params.as_deref()))
+            .flatten()
+            .map(|call| (Arc::from(call.name), call.arguments.map(Arc::new)));
+        self.forward_call(ctx, handle, method, params, call).await
+    }
+
+    /// [`Router::forward`] with the tool a `tools/call` calls on this upstream and its
+    /// arguments already read from `params`.
+    pub(super) async fn forward_call(
+        &self,
+        ctx: &ClientRequest,
+        handle: &Arc<UpstreamHandle>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        call: Option<(Arc<str>, Option<Arc<serde_json::Value>>)>,
+    ) -> Result<Reply, GatewayError> {
         let (tool, arguments): (Option<Arc<str>>, _) = match call {
-            Some(call) => (Some(Arc::from(call.name)), call.arguments),
+            Some((name, arguments)) => (Some(name), arguments),
             None => (None, None),
         };
         let info = match tool.as_deref() {
@@ -83,11 +99,11 @@ impl Router {
             .flatten();
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
-            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_ref()) {
+            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_deref()) {
                 timer.finish("refused");
                 return Ok(answer);
             }
-            match param_headers(ctx, info.as_deref(), arguments.as_ref()) {
+            match param_headers(ctx, info.as_deref(), arguments.as_deref()) {
                 Ok(mirrored) => headers = mirrored,
                 Err(why) => {
                     timer.finish("refused");

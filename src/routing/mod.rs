@@ -115,6 +115,13 @@ impl Router {
     ) -> Result<Reply, GatewayError> {
         if let Scope::Single(name) = &ctx.session.scope {
             let handle = self.handle(name)?;
+            // The tool and arguments of a `tools/call` were read with its `_meta`.
+            if method == method::TOOLS_CALL
+                && let Some(tool) = &ctx.tool
+            {
+                let call = Some((Arc::from(tool.as_str()), ctx.arguments.clone()));
+                return self.forward_call(ctx, handle, method, params, call).await;
+            }
             return self.forward(ctx, handle, method, params).await;
         }
         if method == method::PING {

@@ -31,7 +31,9 @@ impl Router {
             .to_owned();
         let (handle, local) = self.split(&name).ok_or_else(|| unknown(name.clone()))?;
         map.insert("name".into(), Value::String(local.to_owned()));
-        self.forward(ctx, handle, method, Some(jsonrpc::to_raw(&map))).await
+        let call =
+            (method == method::TOOLS_CALL).then(|| (Arc::from(local), map.get("arguments").cloned().map(Arc::new)));
+        self.forward_call(ctx, handle, method, Some(jsonrpc::to_raw(&map)), call).await
     }
 
     /// Splits `<upstream><sep><name>`.

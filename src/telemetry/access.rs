@@ -17,7 +17,6 @@ use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use futures::future::Either;
-use serde::Serialize;
 use serde_json::value::RawValue;
 use tower::{Layer, Service};
 
@@ -25,6 +24,7 @@ use crate::call::{BoxFuture, Reply};
 use crate::client::{Answered, ClientRequest};
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::jsonrpc;
+use crate::policy::principal::Principal;
 use crate::telemetry::trace::propagation::TraceContext;
 
 /// Lines waiting for the writer before new ones are dropped.
@@ -90,9 +90,9 @@ impl AccessLog {
     pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, outcome: &'static str, status: Option<u16>) {
         let (code, correlation_id) = error_of(reply);
         let entry = Entry {
-            time: timestamp(SystemTime::now()),
+            time: SystemTime::now(),
             session: request.session,
-            principal: request.principal,
+            principal: request.principal.map(Principal::label),
             method: request.method,
             tool: request.tool,
             id: request.id,
@@ -103,7 +103,7 @@ impl AccessLog {
             trace_id: request.span.map(TraceContext::trace_id_hex),
             span_id: request.span.map(TraceContext::span_id_hex),
             client_trace_id: request.client_trace.map(TraceContext::trace_id_hex),
-            duration_ms: request.started.elapsed().as_secs_f64() * 1000.0,
+            duration: request.started.elapsed(),
         };
         self.write(&entry);
     }
@@ -120,9 +120,17 @@ impl AccessLog {
 }
 
 /// `now` as RFC 3339 with milliseconds, UTC (`2026-12-05T03:08:07.264Z`, as
-/// `humantime::format_rfc3339_millis` writes it). The date and time of day are formatted
-/// once a second per thread; each line adds its milliseconds.
+/// `humantime::format_rfc3339_millis` writes it).
+#[cfg(test)]
 fn timestamp(now: SystemTime) -> String {
+    let mut out = String::new();
+    push_timestamp(&mut out, now);
+    out
+}
+
+/// Appends `now` as [`timestamp`] writes it. The date and time of day are formatted once
+/// a second per thread; each line adds its milliseconds.
+fn push_timestamp(out: &mut String, now: SystemTime) {
     thread_local! {
         /// The second last formatted, and its text without the `Z`.
         static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
@@ -136,28 +144,96 @@ fn timestamp(now: SystemTime) -> String {
             text.pop();
             *second = secs;
         }
-        let mut line = String::with_capacity(text.len() + 5);
-        line.push_str(text);
-        line.push('.');
-        line.push(char::from(b'0' + (millis / 100) as u8));
-        line.push(char::from(b'0' + (millis / 10 % 10) as u8));
-        line.push(char::from(b'0' + (millis % 10) as u8));
-        line.push('Z');
-        line
-    })
+        out.push_str(text);
+    });
+    out.push('.');
+    push_digits(out, u64::from(millis), 3);
+    out.push('Z');
 }
 
-/// One JSON line, written once into a buffer sized for a usual line.
-fn json_line(entry: &Entry<'_>) -> String {
-    let mut out = Vec::with_capacity(320);
-    match serde_json::to_writer(&mut out, entry) {
-        Ok(()) => {
-            out.push(b'\n');
-            String::from_utf8(out).unwrap_or_default()
-        }
-        // The entry's types cannot fail to serialise.
-        Err(_) => jsonrpc::to_json(entry) + "\n",
+/// Appends `n` in decimal, with at least `width` digits (leading zeros).
+fn push_digits(out: &mut String, mut n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while n > 0 || digits.len() - at < width.max(1) {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
     }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// Appends `text` as a JSON string. Text with nothing to escape (the usual method,
+/// tool, outcome) is copied as it is.
+fn push_json_str(out: &mut String, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        out.push_str(&jsonrpc::to_json(&text));
+    }
+}
+
+/// Appends a duration in milliseconds with three decimals (microseconds).
+fn push_millis(out: &mut String, duration: std::time::Duration) {
+    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    push_digits(out, micros / 1000, 1);
+    out.push('.');
+    push_digits(out, micros % 1000, 3);
+}
+
+/// One JSON line, written by hand into a buffer sized for a usual line: the keys are
+/// constants, and only values that need it are escaped.
+fn json_line(entry: &Entry<'_>) -> String {
+    let mut out = String::with_capacity(320);
+    out.push_str("{\"time\":\"");
+    push_timestamp(&mut out, entry.time);
+    out.push_str("\",\"session\":");
+    push_digits(&mut out, entry.session, 1);
+    if let Some(principal) = &entry.principal {
+        out.push_str(",\"principal\":");
+        push_json_str(&mut out, principal);
+    }
+    out.push_str(",\"method\":");
+    push_json_str(&mut out, entry.method);
+    if let Some(tool) = entry.tool {
+        out.push_str(",\"tool\":");
+        push_json_str(&mut out, tool);
+    }
+    // The id is JSON as the client sent it (a string or an integer).
+    out.push_str(",\"id\":");
+    out.push_str(entry.id.get());
+    out.push_str(",\"outcome\":");
+    push_json_str(&mut out, entry.outcome);
+    if let Some(code) = entry.code {
+        out.push_str(",\"code\":");
+        if code < 0 {
+            out.push('-');
+        }
+        push_digits(&mut out, code.unsigned_abs(), 1);
+    }
+    if let Some(status) = entry.status {
+        out.push_str(",\"status\":");
+        push_digits(&mut out, u64::from(status), 1);
+    }
+    for (key, value) in [
+        (",\"correlationId\":", &entry.correlation_id),
+        (",\"trace_id\":", &entry.trace_id),
+        (",\"span_id\":", &entry.span_id),
+        (",\"client_trace_id\":", &entry.client_trace_id),
+    ] {
+        if let Some(value) = value {
+            out.push_str(key);
+            push_json_str(&mut out, value);
+        }
+    }
+    out.push_str(",\"duration_ms\":");
+    push_millis(&mut out, entry.duration);
+    out.push_str("}\n");
+    out
 }
 
 /// What the access log says of the request itself.
@@ -167,7 +243,7 @@ pub(crate) struct Recorded<'a> {
     /// The session's key (0 when none was opened).
     pub(crate) session: u64,
     /// Who asked, when clients authenticate.
-    pub(crate) principal: Option<String>,
+    pub(crate) principal: Option<&'a Principal>,
     /// The method.
     pub(crate) method: &'a str,
     /// The tool, for `tools/call`.
@@ -181,43 +257,35 @@ pub(crate) struct Recorded<'a> {
 }
 
 /// One access line.
-#[derive(Serialize)]
 struct Entry<'a> {
-    time: String,
+    time: SystemTime,
     session: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     principal: Option<String>,
     method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     tool: Option<&'a str>,
     id: &'a RawValue,
     outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     code: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
-    #[serde(rename = "correlationId", skip_serializing_if = "Option::is_none")]
     correlation_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     trace_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     span_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     client_trace_id: Option<String>,
-    duration_ms: f64,
+    duration: std::time::Duration,
 }
 
 impl Entry<'_> {
     fn text(&self) -> String {
-        let mut line = format!(
-            "{} session={} method={} id={} outcome={} {:.1}ms",
-            self.time,
+        let mut line = String::with_capacity(160);
+        push_timestamp(&mut line, self.time);
+        line.push_str(&format!(
+            " session={} method={} id={} outcome={} {:.1}ms",
             self.session,
             self.method,
             self.id.get(),
             self.outcome,
-            self.duration_ms
-        );
+            self.duration.as_secs_f64() * 1000.0
+        ));
         for (key, value) in [
             ("principal", self.principal.clone()),
             ("tool", self.tool.map(str::to_owned)),
@@ -291,7 +359,7 @@ where
         };
         let started = Instant::now();
         let session = req.session.key;
-        let principal = req.principal.as_deref().map(|p| p.label());
+        let principal = req.principal.clone();
         let method_name = Arc::clone(&req.method);
         let tool = req.tool.clone();
         let id = req.id.clone();
@@ -303,7 +371,7 @@ where
             let request = Recorded {
                 started,
                 session,
-                principal,
+                principal: principal.as_deref(),
                 method: &method_name,
                 tool: tool.as_deref(),
                 id: id.raw(),
@@ -355,7 +423,7 @@ mod tests {
     fn a_json_line_is_one_object_and_a_newline() {
         let id = RawValue::from_string("7".into()).unwrap();
         let entry = Entry {
-            time: timestamp(SystemTime::now()),
+            time: SystemTime::now(),
             session: 3,
             principal: Some("a \"quoted\" name".into()),
             method: "tools/call",
@@ -368,7 +436,7 @@ mod tests {
             trace_id: None,
             span_id: None,
             client_trace_id: None,
-            duration_ms: 0.25,
+            duration: std::time::Duration::from_micros(250),
         };
         let line = json_line(&entry);
         assert!(line.ends_with("}\n") && line.matches('\n').count() == 1, "{line}");

@@ -191,7 +191,8 @@ impl Pool {
         let mut i = idle.len();
         while i > 0 {
             i -= 1;
-            if idle[i].authority != *authority || idle[i].conn.home != home {
+            // Authorities compare as written: the pool's own, not any equal one.
+            if idle[i].authority.as_str() != authority.as_str() || idle[i].conn.home != home {
                 continue;
             }
             let entry = idle.remove(i);
@@ -285,7 +286,12 @@ async fn open(host: &str, port: u16) -> io::Result<TcpStream> {
 /// The `Host` header for `authority`: its host and any port but the default, never its
 /// user information.
 fn host_header(authority: &Authority) -> std::borrow::Cow<'_, str> {
-    match authority.port_u16() {
+    let port = authority.port_u16();
+    // The usual authority is already the header, as written.
+    if port != Some(80) && !authority.as_str().contains('@') {
+        return authority.as_str().into();
+    }
+    match port {
         Some(port) if port != 80 => format!("{}:{port}", authority.host()).into(),
         _ => authority.host().into(),
     }
@@ -387,6 +393,8 @@ mod tests {
         assert_eq!(of("example.com:80"), "example.com");
         assert_eq!(of("127.0.0.1:8080"), "127.0.0.1:8080");
         assert_eq!(of("[::1]:9000"), "[::1]:9000");
+        assert_eq!(of("example.com"), "example.com");
+        assert_eq!(of("user@[::1]:80"), "[::1]");
     }
 
     async fn get(pool: &Arc<Pool>, uri: &Uri) {
