@@ -1,10 +1,12 @@
 //! What an upstream says about a call besides its answer, and where it goes.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::jsonrpc::{Notification, Request};
@@ -38,19 +40,163 @@ pub struct Tagged {
     pub event: UpstreamEvent,
 }
 
-/// Where upstream events go: a channel, the name of the upstream sending into it, and
+/// A queue of tagged events from any number of senders to one receiver, holding at most
+/// `capacity` of them: one per client request (what its upstreams say about it) and one
+/// per session (what they say about nothing in particular).
+///
+/// A request's queue is made for every request and almost always stays empty, so it is
+/// one small allocation and a lock that is never contended, not a channel with blocks
+/// of slots allocated up front.
+pub fn events(capacity: usize) -> (EventTx, EventRx) {
+    let shared = Arc::new(Queue {
+        capacity,
+        state: Mutex::new(QueueState { events: VecDeque::new(), waker: None, senders: 1, receiving: true }),
+    });
+    (EventTx { queue: Arc::clone(&shared) }, EventRx { queue: shared })
+}
+
+#[derive(Debug)]
+struct Queue {
+    capacity: usize,
+    state: Mutex<QueueState>,
+}
+
+#[derive(Debug)]
+struct QueueState {
+    events: VecDeque<Tagged>,
+    /// The receiver waiting for an event, if it is.
+    waker: Option<Waker>,
+    /// Live senders: with none left and nothing queued, the receiver has seen the end.
+    senders: usize,
+    /// Whether the receiver still exists: events sent after it went are refused.
+    receiving: bool,
+}
+
+/// Why an event was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The queue holds its capacity.
+    Full,
+    /// The receiver is gone.
+    Closed,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refused::Full => "the queue is full",
+            Refused::Closed => "the receiver is gone",
+        })
+    }
+}
+
+/// The sending side of [`events`].
+#[derive(Debug)]
+pub struct EventTx {
+    queue: Arc<Queue>,
+}
+
+impl EventTx {
+    /// Queues `event` without waiting.
+    pub fn try_send(&self, event: Tagged) -> Result<(), Refused> {
+        let waker = {
+            let mut state = self.queue.state.lock();
+            if !state.receiving {
+                return Err(Refused::Closed);
+            }
+            if state.events.len() >= self.queue.capacity {
+                return Err(Refused::Full);
+            }
+            state.events.push_back(event);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+}
+
+impl Clone for EventTx {
+    fn clone(&self) -> EventTx {
+        self.queue.state.lock().senders += 1;
+        EventTx { queue: Arc::clone(&self.queue) }
+    }
+}
+
+impl Drop for EventTx {
+    fn drop(&mut self) {
+        let waker = {
+            let mut state = self.queue.state.lock();
+            state.senders -= 1;
+            if state.senders == 0 { state.waker.take() } else { None }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The receiving side of [`events`].
+#[derive(Debug)]
+pub struct EventRx {
+    queue: Arc<Queue>,
+}
+
+impl EventRx {
+    /// The next event; `None` once every sender is gone and nothing is left.
+    pub async fn recv(&mut self) -> Option<Tagged> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`EventRx::recv`] as a poll.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Tagged>> {
+        let mut state = self.queue.state.lock();
+        if let Some(event) = state.events.pop_front() {
+            return Poll::Ready(Some(event));
+        }
+        if state.senders == 0 {
+            return Poll::Ready(None);
+        }
+        match &mut state.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// The next event already queued, if there is one.
+    pub fn try_recv(&mut self) -> Option<Tagged> {
+        self.queue.state.lock().events.pop_front()
+    }
+}
+
+impl Drop for EventRx {
+    fn drop(&mut self) {
+        let left = {
+            let mut state = self.queue.state.lock();
+            state.receiving = false;
+            state.waker = None;
+            std::mem::take(&mut state.events)
+        };
+        // Dropped outside the lock.
+        drop(left);
+    }
+}
+
+/// Where upstream events go: a queue, the name of the upstream sending into it, and
 /// optionally an [`Activity`] that counts them.
 #[derive(Debug, Clone)]
 pub struct EventSink {
     upstream: Arc<str>,
     endpoint: Option<u16>,
-    tx: mpsc::Sender<Tagged>,
+    tx: EventTx,
     activity: Option<Arc<Activity>>,
 }
 
 impl EventSink {
     /// A sink that tags events with `upstream`.
-    pub fn new(upstream: Arc<str>, tx: mpsc::Sender<Tagged>) -> EventSink {
+    pub fn new(upstream: Arc<str>, tx: EventTx) -> EventSink {
         EventSink { upstream, endpoint: None, tx, activity: None }
     }
 
@@ -132,5 +278,58 @@ impl Activity {
             0 => None,
             n => Some(self.origin + Duration::from_nanos(n - 1)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::Notification;
+
+    fn event(n: u64) -> Tagged {
+        let note = Notification { method: format!("n{n}"), params: None };
+        Tagged { upstream: Arc::from("u"), endpoint: None, event: UpstreamEvent::Notification(note) }
+    }
+
+    fn method(tagged: Option<Tagged>) -> Option<String> {
+        match tagged?.event {
+            UpstreamEvent::Notification(n) => Some(n.method),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn events_come_in_order_up_to_the_capacity() {
+        let (tx, mut rx) = events(2);
+        assert_eq!(tx.try_send(event(1)), Ok(()));
+        assert_eq!(tx.clone().try_send(event(2)), Ok(()));
+        assert_eq!(tx.try_send(event(3)), Err(Refused::Full));
+        assert_eq!(method(rx.try_recv()).as_deref(), Some("n1"));
+        assert_eq!(tx.try_send(event(4)), Ok(()));
+        assert_eq!(method(rx.try_recv()).as_deref(), Some("n2"));
+        assert_eq!(method(rx.try_recv()).as_deref(), Some("n4"));
+        assert!(rx.try_recv().is_none());
+        drop(rx);
+        assert_eq!(tx.try_send(event(5)), Err(Refused::Closed), "no receiver, nothing kept");
+    }
+
+    #[tokio::test]
+    async fn the_receiver_is_woken_by_an_event_and_sees_the_end_when_the_senders_are_gone() {
+        let (tx, mut rx) = events(8);
+        let other = tx.clone();
+        let waiting = tokio::spawn(async move {
+            let first = method(rx.recv().await);
+            let second = method(rx.recv().await);
+            let end = rx.recv().await.is_none();
+            (first, second, end)
+        });
+        tokio::task::yield_now().await;
+        tx.try_send(event(1)).unwrap();
+        drop(tx);
+        tokio::task::yield_now().await;
+        other.try_send(event(2)).unwrap();
+        drop(other);
+        let (first, second, end) = waiting.await.unwrap();
+        assert_eq!((first.as_deref(), second.as_deref(), end), (Some("n1"), Some("n2"), true));
     }
 }

@@ -22,7 +22,7 @@ mod transport;
 
 pub use answer::{Answer, Health, Reply};
 pub use clock::Clock;
-pub use events::{Activity, EVENT_BUFFER, EventSink, Tagged, UpstreamEvent};
+pub use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
 pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
 pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
 pub use transport::{CallFuture, SendAttempt, UpstreamService};

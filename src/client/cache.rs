@@ -211,7 +211,7 @@ mod tests {
     use crate::session::{Scope, Session};
 
     fn request(session: &Arc<Session>, principal: Option<&str>, method: &str, params: Value) -> ClientRequest {
-        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let (tx, _rx) = crate::call::events(1);
         let mut req =
             ClientRequest::new(Arc::clone(session), Id::number(1), method, Some(jsonrpc::to_raw(&params)), None, tx);
         req.principal = principal.map(|p| Arc::new(Principal::api_key(p)));

@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use cache::CacheLayer;
 pub use cancel::CancelLayer;
 
-use crate::call::{BoxFuture, GatewayError, Reply, Tagged};
+use crate::call::{BoxFuture, EventTx, GatewayError, Reply};
 use crate::jsonrpc::Id;
 use crate::mcp::method;
 use crate::policy::Principal;
@@ -45,7 +44,7 @@ pub struct ClientRequest {
     /// The upstream-side progress token written into `params`, if any.
     pub progress: Option<Value>,
     /// Where related upstream events go.
-    pub related: mpsc::Sender<Tagged>,
+    pub related: EventTx,
     /// Fires when the client cancels the request (set when the session admits it).
     pub cancel: CancellationToken,
     /// Who is calling, when clients authenticate (the session's principal).
@@ -70,7 +69,7 @@ impl ClientRequest {
         method: &str,
         params: Option<Box<RawValue>>,
         progress: Option<Value>,
-        related: mpsc::Sender<Tagged>,
+        related: EventTx,
     ) -> ClientRequest {
         let called = (method == method::TOOLS_CALL).then(|| crate::mcp::meta::read_with_name(params.as_deref()).1);
         ClientRequest::named(session, id, method, params, called.flatten(), progress, related)
@@ -85,7 +84,7 @@ impl ClientRequest {
         params: Option<Box<RawValue>>,
         called: Option<crate::mcp::meta::Called>,
         progress: Option<Value>,
-        related: mpsc::Sender<Tagged>,
+        related: EventTx,
     ) -> ClientRequest {
         let (tool, arguments) = match called.filter(|_| method == method::TOOLS_CALL) {
             Some(called) => (Some(called.name), called.arguments.map(Arc::new)),

@@ -133,15 +133,28 @@ pub(super) async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal>
     }
     let read = async {
         let mut stream = body.into_data_stream();
-        let mut buf = Vec::new();
+        // A body of one piece (the usual, read with its head) is kept as it is; pieces
+        // are copied together from the second on.
+        let mut first: Option<Bytes> = None;
+        let mut joined = Vec::new();
+        let mut len = 0;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|_| Refusal::BadRequest("the body could not be read"))?;
-            if buf.len() + chunk.len() > limit {
+            len += chunk.len();
+            if len > limit {
                 return Err(Refusal::TooLarge { limit });
             }
-            buf.extend_from_slice(&chunk);
+            match first.take() {
+                Some(earlier) => {
+                    joined.reserve(len);
+                    joined.extend_from_slice(&earlier);
+                    joined.extend_from_slice(&chunk);
+                }
+                None if joined.is_empty() => first = Some(chunk),
+                None => joined.extend_from_slice(&chunk),
+            }
         }
-        Ok(Bytes::from(buf))
+        Ok(first.unwrap_or_else(|| Bytes::from(joined)))
     };
     tokio::time::timeout(cx.st.body_timeout, read).await.unwrap_or(Err(Refusal::BodyTimeout))
 }

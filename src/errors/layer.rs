@@ -113,7 +113,7 @@ mod tests {
     use crate::session::{Scope, Session};
 
     fn request(method: &str, params: Value) -> ClientRequest {
-        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let (tx, _rx) = crate::call::events(1);
         let session = Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}));
         ClientRequest::new(session, Id::number(1), method, Some(crate::jsonrpc::to_raw(&params)), None, tx)
     }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use crate::call::{EVENT_BUFFER, Link, Tagged};
+use crate::call::{EVENT_BUFFER, Link, events};
 use crate::client::{Answered, ClientRequest, ClientService};
 use crate::errors;
 use crate::jsonrpc::{self, Id, Notification, Request, Response};
@@ -144,7 +144,7 @@ impl Gateway {
         modern: Option<ModernCaller>,
         trace: Option<TraceContext>,
     ) -> Answered {
-        let (related_tx, mut related_rx) = mpsc::channel::<Tagged>(EVENT_BUFFER);
+        let (related_tx, mut related_rx) = events(EVENT_BUFFER);
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
         let (meta, called) = meta::read_with_name(params.as_deref());
@@ -191,7 +191,7 @@ impl Gateway {
             }
         };
         // Messages sent before the answer go out before it.
-        while let Ok(event) = related_rx.try_recv() {
+        while let Some(event) = related_rx.try_recv() {
             if let Some(message) = relay::to_client(session, event, progress.as_ref()) {
                 deliver(session, out.as_ref(), message).await;
             }

@@ -198,7 +198,7 @@ mod tests {
     use crate::session::Scope;
 
     fn request(session: &Arc<Session>, id: u64, method: &str) -> ClientRequest {
-        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let (tx, _rx) = crate::call::events(1);
         ClientRequest::new(Arc::clone(session), Id::number(id), method, None, None, tx)
     }
 

@@ -33,7 +33,7 @@ impl Transport for Unreachable {
 
 /// A `resources/read` (or, with `tool`, a `tools/call`) with this deadline.
 pub(crate) fn call_to(tool: Option<&str>, idempotent: bool, timeout: Duration) -> UpstreamCall {
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let (tx, _rx) = crate::call::events(1);
     let up: Arc<str> = Arc::from("u");
     UpstreamCall {
         upstream: Arc::clone(&up),

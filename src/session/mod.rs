@@ -25,7 +25,7 @@ use crate::jsonrpc::Id;
 use crate::policy::Principal;
 use parking_lot::Mutex;
 
-use crate::call::{EVENT_BUFFER, EventSink, Link, Tagged};
+use crate::call::{EVENT_BUFFER, EventSink, EventTx, Link};
 
 /// Capacity of the queue of messages waiting for the client's GET stream.
 pub const OUTBOX_BUFFER: usize = 1024;
@@ -129,7 +129,7 @@ pub struct Session {
     pub(crate) reconnect: tokio::sync::Mutex<()>,
     /// Where resources and templates live, learnt from list results.
     pub resources: Mutex<ResourceCatalog>,
-    events_tx: mpsc::Sender<Tagged>,
+    events_tx: EventTx,
     outbox_tx: mpsc::Sender<String>,
     outbox_rx: Mutex<Option<mpsc::Receiver<String>>>,
     /// Server-initiated requests relayed to the client: gateway id → where they came from.
@@ -177,7 +177,7 @@ impl Session {
     /// use); starts the task that relays upstream events not tied to a request into the
     /// client's GET stream.
     pub fn new(scope: Scope, version: String, client_capabilities: Value, client_info: Value) -> Arc<Session> {
-        let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
+        let (events_tx, events_rx) = crate::call::events(EVENT_BUFFER);
         let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_BUFFER);
         let session = Arc::new(Session {
             id: std::sync::OnceLock::new(),

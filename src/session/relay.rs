@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::replay::ResumableStream;
 use super::{ServerRequest, Session};
-use crate::call::{Tagged, UpstreamEvent};
+use crate::call::{EventRx, Tagged, UpstreamEvent};
 use crate::jsonrpc::{self, Id};
 use crate::mcp::{meta, method};
 
@@ -62,7 +62,7 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
 }
 
 /// Relays events not tied to a request into the session's GET stream queue.
-pub async fn pump_unrelated(session: Weak<Session>, mut rx: mpsc::Receiver<Tagged>) {
+pub async fn pump_unrelated(session: Weak<Session>, mut rx: EventRx) {
     while let Some(tagged) = rx.recv().await {
         let Some(session) = session.upgrade() else {
             return;

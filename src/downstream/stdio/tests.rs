@@ -49,7 +49,7 @@ async fn mock(req: ClientRequest) -> Result<Answered, std::convert::Infallible> 
                 params: Some(jsonrpc::to_raw(&json!({"level": "info", "data": "before"}))),
             };
             let tagged = Tagged { upstream: Arc::from("up"), endpoint: None, event: UpstreamEvent::Notification(note) };
-            let _ = req.related.send(tagged).await;
+            let _ = req.related.try_send(tagged);
             Ok(ok(json!({"logged": true})))
         }
         other => Ok(ok(json!({"method": other}))),

@@ -10,7 +10,7 @@ use crate::policy::Principal;
 use crate::session::{Scope, Session};
 
 fn request(method: &str, params: serde_json::Value, principal: Option<&str>) -> ClientRequest {
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let (tx, _rx) = crate::call::events(1);
     let session = Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}));
     let mut req = ClientRequest::new(session, Id::number(1), method, Some(crate::jsonrpc::to_raw(&params)), None, tx);
     req.principal = principal.map(|name| Arc::new(Principal::api_key(name)));

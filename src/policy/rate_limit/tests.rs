@@ -29,7 +29,7 @@ fn session(scope: Scope) -> Arc<Session> {
 }
 
 fn call(session: &Arc<Session>, tool: &str) -> ClientRequest {
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let (tx, _rx) = crate::call::events(1);
     let params = crate::jsonrpc::to_raw(&json!({ "name": tool }));
     ClientRequest::new(Arc::clone(session), Id::number(1), "tools/call", Some(params), None, tx)
 }
@@ -95,7 +95,7 @@ async fn a_tool_pattern_limits_only_matching_tools_and_a_global_limit_all() {
     // 1 + 2 passed before; the 2 the tool limit refused did not reach the global limit.
     assert_eq!(passed, 2, "the global limit counts every tool");
     assert!(matches!(refused, Some(GatewayError::RateLimited { scope, .. }) if scope == "global"));
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let (tx, _rx) = crate::call::events(1);
     let list = ClientRequest::new(Arc::clone(&s), Id::number(9), "tools/list", None, None, tx);
     assert!(svc.clone().oneshot(list).await.is_err(), "the global limit applies to every method");
 }

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::*;
-use crate::call::{Clock, Tagged, UpstreamEvent};
+use crate::call::{Clock, EventRx, UpstreamEvent};
 use crate::demo::{DemoConfig, DemoServer};
 
 /// Serves `app` on 127.0.0.1, port 0; returns `http://127.0.0.1:PORT`.
@@ -36,13 +35,8 @@ fn init() -> InitParams {
     }
 }
 
-fn request(
-    link: &Arc<SseLink>,
-    method: &str,
-    params: Value,
-    progress: Option<Value>,
-) -> (UpstreamCall, mpsc::Receiver<Tagged>) {
-    let (tx, rx) = mpsc::channel(64);
+fn request(link: &Arc<SseLink>, method: &str, params: Value, progress: Option<Value>) -> (UpstreamCall, EventRx) {
+    let (tx, rx) = crate::call::events(64);
     let call = UpstreamCall {
         upstream: Arc::from("old"),
         method: Arc::from(method),
@@ -99,7 +93,7 @@ async fn calls_are_answered_on_the_stream_concurrently_with_progress() {
     let reply = link.call(&call).await.unwrap();
     assert!(reply.is_ok());
     let mut progress = 0;
-    while let Ok(tagged) = events.try_recv() {
+    while let Some(tagged) = events.try_recv() {
         if matches!(&tagged.event, UpstreamEvent::Notification(n) if n.method == method::PROGRESS) {
             progress += 1;
         }
