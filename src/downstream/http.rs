@@ -88,17 +88,26 @@ pub(super) struct Accepts {
 }
 
 pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
-    let mut values = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).peekable();
-    if values.peek().is_none() {
-        return Accepts { json: true, sse: true };
-    }
     let mut accepts = Accepts { json: false, sse: false };
-    for item in values.flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
-        let media = item.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
-        accepts.json |= covers(media, b"application/json");
-        accepts.sse |= covers(media, b"text/event-stream");
+    let mut any = false;
+    // Values that are not visible ASCII are passed over, as if they were not there.
+    for value in headers.get_all(header::ACCEPT) {
+        let value = value.as_bytes();
+        if !value.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)) {
+            continue;
+        }
+        any = true;
+        for item in value.split(|&b| b == b',') {
+            let media = match memchr::memchr(b';', item) {
+                Some(at) => &item[..at],
+                None => item,
+            };
+            let media = media.trim_ascii();
+            accepts.json |= covers(media, b"application/json");
+            accepts.sse |= covers(media, b"text/event-stream");
+        }
     }
-    accepts
+    if any { accepts } else { Accepts { json: true, sse: true } }
 }
 
 /// Whether the media range `range` of an `Accept` header (`type/subtype`, `type/*` or
@@ -115,8 +124,12 @@ fn covers(range: &[u8], ty: &[u8]) -> bool {
 pub(super) fn is_json(headers: &HeaderMap) -> bool {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else { return false };
-    let Ok(text) = value.to_str() else { return false };
-    text.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")
+    let value = value.as_bytes();
+    let media = match memchr::memchr(b';', value) {
+        Some(at) => &value[..at],
+        None => value,
+    };
+    media.trim_ascii().eq_ignore_ascii_case(b"application/json")
 }
 
 /// The declared `Content-Length`, when there is exactly one valid value.
@@ -314,6 +327,11 @@ mod tests {
         h.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
         let a = accepts(&h);
         assert!(!a.json && a.sse);
+        // A value that is not visible ASCII counts as absent.
+        h.remove(header::ACCEPT);
+        h.append(header::ACCEPT, HeaderValue::from_bytes(b"text/\xffhtml").expect("obs-text"));
+        let a = accepts(&h);
+        assert!(a.json && a.sse);
     }
 
     #[test]

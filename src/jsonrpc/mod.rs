@@ -230,65 +230,70 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
     }
 }
 
-#[derive(Serialize)]
-struct OutRequest<'a> {
-    jsonrpc: &'static str,
-    id: &'a Id,
-    method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a RawValue>,
+/// Appends `text` as a JSON string: as it is when nothing in it needs escaping (the
+/// usual method name), through the serializer otherwise.
+pub(crate) fn push_json_str(out: &mut String, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        out.push_str(&to_json(&text));
+    }
 }
 
-#[derive(Serialize)]
-struct OutNotification<'a> {
-    jsonrpc: &'static str,
-    method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a RawValue>,
-}
-
-#[derive(Serialize)]
-struct OutResult<'a> {
-    jsonrpc: &'static str,
-    id: &'a Id,
-    result: &'a RawValue,
-}
-
-#[derive(Serialize)]
-struct OutError<'a> {
-    jsonrpc: &'static str,
-    id: Option<&'a Id>,
-    error: &'a RawValue,
+/// `{"jsonrpc":"2.0"` and the members that follow it, written by hand: ids and raw
+/// values are JSON already, so a message is their text put together, sized once (a
+/// large result is not copied again as the text grows, nor read again as UTF-8).
+fn envelope(size: usize) -> String {
+    let mut out = String::with_capacity(size + 64);
+    out.push_str(r#"{"jsonrpc":"2.0""#);
+    out
 }
 
 /// Encodes a request.
 pub(crate) fn encode_request(id: &Id, method: &str, params: Option<&RawValue>) -> String {
-    to_json(&OutRequest { jsonrpc: "2.0", id, method, params })
+    let mut out = envelope(id.as_json().len() + method.len() + params.map_or(0, |p| p.get().len()));
+    out.push_str(r#","id":"#);
+    out.push_str(id.as_json());
+    push_method(&mut out, method, params);
+    out
 }
 
 /// Encodes a notification.
 pub(crate) fn encode_notification(method: &str, params: Option<&RawValue>) -> String {
-    to_json(&OutNotification { jsonrpc: "2.0", method, params })
+    let mut out = envelope(method.len() + params.map_or(0, |p| p.get().len()));
+    push_method(&mut out, method, params);
+    out
 }
 
-/// Encodes a response with a raw body; `id` is `None` only for errors whose id could not be read.
-pub(crate) fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
-    // Sized once: a large result is not copied again and again as the text grows.
-    let size = match body {
-        Ok(raw) | Err(raw) => raw.get().len(),
-    };
-    let id_size = id.map_or(4, |id| id.as_json().len());
-    let mut out = Vec::with_capacity(size + id_size + 48);
-    let written = match (body, id) {
-        (Ok(result), Some(id)) => serde_json::to_writer(&mut out, &OutResult { jsonrpc: "2.0", id, result }),
-        (Ok(result), None) => serde_json::to_writer(&mut out, &OutError { jsonrpc: "2.0", id: None, error: result }),
-        (Err(error), id) => serde_json::to_writer(&mut out, &OutError { jsonrpc: "2.0", id, error }),
-    };
-    match written.map(|()| String::from_utf8(out)) {
-        Ok(Ok(text)) => text,
-        // Serialising raw values and ids into memory does not fail, and writes UTF-8.
-        _ => r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#.to_owned(),
+/// The `method` and `params` (left out when absent) members, and the closing brace.
+fn push_method(out: &mut String, method: &str, params: Option<&RawValue>) {
+    out.push_str(r#","method":"#);
+    push_json_str(out, method);
+    if let Some(params) = params {
+        out.push_str(r#","params":"#);
+        out.push_str(params.get());
     }
+    out.push('}');
+}
+
+/// Encodes a response with a raw body; `id` is `None` only for errors whose id could not
+/// be read (written as `null`; a result without an id goes out as an error, which a
+/// client can tell from an answer it is waiting for).
+pub(crate) fn encode_response(id: Option<&Id>, body: Result<&RawValue, &RawValue>) -> String {
+    let id = id.map_or("null", Id::as_json);
+    let (member, raw) = match body {
+        Ok(result) if id != "null" => (r#","result":"#, result),
+        Ok(raw) | Err(raw) => (r#","error":"#, raw),
+    };
+    let mut out = envelope(id.len() + raw.get().len());
+    out.push_str(r#","id":"#);
+    out.push_str(id);
+    out.push_str(member);
+    out.push_str(raw.get());
+    out.push('}');
+    out
 }
 
 /// Encodes a response from an owned result-or-error.
@@ -389,6 +394,33 @@ pub(crate) fn raw_from_str(text: &str) -> Result<Box<RawValue>, serde_json::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_are_written_as_the_serializer_would_write_them() {
+        let params = raw_from_str(r#"{"name":"echo","arguments":{"n":1.50}}"#).unwrap();
+        let id = Id::string("a\"b");
+        let parsed = |text: String| serde_json::from_str::<serde_json::Value>(&text).unwrap();
+        assert_eq!(
+            encode_request(&Id::number(7), "tools/call", Some(&params)),
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50}}}"#
+        );
+        assert_eq!(
+            parsed(encode_request(&id, "odd \"method\"\n", None)),
+            serde_json::json!({"jsonrpc": "2.0", "id": "a\"b", "method": "odd \"method\"\n"})
+        );
+        assert_eq!(
+            encode_notification("notifications/initialized", None),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        );
+        let result = raw_from_str(r#"{"content":[]}"#).unwrap();
+        assert_eq!(encode_response(Some(&id), Ok(&result)), r#"{"jsonrpc":"2.0","id":"a\"b","result":{"content":[]}}"#);
+        let error = error_object(-32601, "Method not found", None);
+        assert_eq!(
+            parsed(encode_response(None, Err(&error))),
+            serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32601, "message": "Method not found"}})
+        );
+        assert_eq!(encode_response(None, Ok(&result)), r#"{"jsonrpc":"2.0","id":null,"error":{"content":[]}}"#);
+    }
 
     #[test]
     fn may_name_is_false_only_without_the_name_or_an_escape() {

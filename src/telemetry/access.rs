@@ -165,18 +165,6 @@ fn push_digits(out: &mut String, mut n: u64, width: usize) {
     }
 }
 
-/// Appends `text` as a JSON string. Text with nothing to escape (the usual method,
-/// tool, outcome) is copied as it is.
-fn push_json_str(out: &mut String, text: &str) {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(text);
-        out.push('"');
-    } else {
-        out.push_str(&jsonrpc::to_json(&text));
-    }
-}
-
 /// Appends a duration in milliseconds with three decimals (microseconds).
 fn push_millis(out: &mut String, duration: std::time::Duration) {
     let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
@@ -195,19 +183,19 @@ fn json_line(entry: &Entry<'_>) -> String {
     push_digits(&mut out, entry.session, 1);
     if let Some(principal) = &entry.principal {
         out.push_str(",\"principal\":");
-        push_json_str(&mut out, principal);
+        jsonrpc::push_json_str(&mut out, principal);
     }
     out.push_str(",\"method\":");
-    push_json_str(&mut out, entry.method);
+    jsonrpc::push_json_str(&mut out, entry.method);
     if let Some(tool) = entry.tool {
         out.push_str(",\"tool\":");
-        push_json_str(&mut out, tool);
+        jsonrpc::push_json_str(&mut out, tool);
     }
     // The id is JSON as the client sent it (a string or an integer).
     out.push_str(",\"id\":");
     out.push_str(entry.id.get());
     out.push_str(",\"outcome\":");
-    push_json_str(&mut out, entry.outcome);
+    jsonrpc::push_json_str(&mut out, entry.outcome);
     if let Some(code) = entry.code {
         out.push_str(",\"code\":");
         if code < 0 {
@@ -227,7 +215,7 @@ fn json_line(entry: &Entry<'_>) -> String {
     ] {
         if let Some(value) = value {
             out.push_str(key);
-            push_json_str(&mut out, value);
+            jsonrpc::push_json_str(&mut out, value);
         }
     }
     out.push_str(",\"duration_ms\":");
