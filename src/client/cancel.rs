@@ -52,7 +52,10 @@ where
     }
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let cancel = req.cancel.clone();
+        let Some(cancel) = req.cancel.clone() else {
+            // Not admitted, so not cancellable: nothing to wait for besides the answer.
+            return Box::pin(self.inner.call(req));
+        };
         let drain = self.drain.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {

@@ -45,8 +45,9 @@ pub struct ClientRequest {
     pub progress: Option<Value>,
     /// Where related upstream events go.
     pub related: EventTx,
-    /// Fires when the client cancels the request (set when the session admits it).
-    pub cancel: CancellationToken,
+    /// Fires when the client cancels the request: set when the session admits it (none
+    /// before, so that a request does not make a token only to have it replaced).
+    pub cancel: Option<CancellationToken>,
     /// Who is calling, when clients authenticate (the session's principal).
     pub principal: Option<Arc<Principal>>,
     /// A modern-era client's `Mcp-Param-*` headers (lowercase names, in the order
@@ -103,7 +104,7 @@ impl ClientRequest {
             principal,
             peer,
             related,
-            cancel: CancellationToken::new(),
+            cancel: None,
             param_headers: None,
             trace: RequestTrace::default(),
         }

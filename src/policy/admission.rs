@@ -142,7 +142,7 @@ impl<S> Admission<S> {
         let Some(cancel) = req.session.begin_request(&req.id) else {
             return Err(GatewayError::InvalidRequest("a request with this id is already in flight".into()));
         };
-        req.cancel = cancel;
+        req.cancel = Some(cancel);
         let in_flight = InFlight { session: Arc::clone(&req.session), id: req.id.clone() };
         Ok(Places { _gateway: permit, _principal: principal, _in_flight: in_flight })
     }

@@ -87,9 +87,9 @@ impl Router {
         };
         // Tools are metric labels only once the upstream listed them (bounded cardinality).
         let tool_label = match (&tool, &info) {
-            (Some(t), Some(_)) => t.to_string(),
-            (Some(_), None) => "other".to_owned(),
-            (None, _) => String::new(),
+            (Some(t), Some(_)) => metrics::ToolLabel::Listed(Arc::clone(t)),
+            (Some(_), None) => metrics::ToolLabel::Unlisted,
+            (None, _) => metrics::ToolLabel::None,
         };
         let timer = metrics::RequestTimer::start(&handle.name, method, tool_label);
         let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));

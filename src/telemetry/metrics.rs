@@ -295,9 +295,13 @@ pub(crate) mod observed {
 /// One answered request to one upstream (also counted in the status page's recent
 /// series).
 pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, elapsed: Duration) {
+    record_request(upstream, method_label(method), tool, outcome, elapsed);
+}
+
+/// [`request`] with the method's label already found.
+fn record_request(upstream: &str, method: &'static str, tool: &str, outcome: &'static str, elapsed: Duration) {
     static COUNTERS: Series<Counter> = Series::new();
     static DURATIONS: Series<Histogram> = Series::new();
-    let method = method_label(method);
     COUNTERS
         .get(&[upstream, method, tool, outcome], || {
             counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
@@ -315,18 +319,39 @@ pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, 
 /// or as `cancelled` when it is dropped unfinished (the client cancelled it).
 pub(crate) struct RequestTimer {
     upstream: std::sync::Arc<str>,
-    method: String,
-    tool: String,
+    method: &'static str,
+    tool: ToolLabel,
     started: std::time::Instant,
     finished: bool,
 }
 
+/// The `tool` label of a request's series: a tool is named only once its upstream listed
+/// it, so that a client cannot grow the series with names of its own.
+pub(crate) enum ToolLabel {
+    /// Not a `tools/call` (the empty label).
+    None,
+    /// A tool its upstream did not list (`other`).
+    Unlisted,
+    /// A listed tool.
+    Listed(std::sync::Arc<str>),
+}
+
+impl ToolLabel {
+    fn as_str(&self) -> &str {
+        match self {
+            ToolLabel::None => "",
+            ToolLabel::Unlisted => "other",
+            ToolLabel::Listed(tool) => tool,
+        }
+    }
+}
+
 impl RequestTimer {
     /// Starts timing a request to `upstream`.
-    pub(crate) fn start(upstream: &std::sync::Arc<str>, method: &str, tool: String) -> RequestTimer {
+    pub(crate) fn start(upstream: &std::sync::Arc<str>, method: &str, tool: ToolLabel) -> RequestTimer {
         RequestTimer {
             upstream: std::sync::Arc::clone(upstream),
-            method: method.to_owned(),
+            method: method_label(method),
             tool,
             started: std::time::Instant::now(),
             finished: false,
@@ -336,14 +361,14 @@ impl RequestTimer {
     /// Counts the request with its outcome.
     pub(crate) fn finish(mut self, outcome: &'static str) {
         self.finished = true;
-        request(&self.upstream, &self.method, &self.tool, outcome, self.started.elapsed());
+        record_request(&self.upstream, self.method, self.tool.as_str(), outcome, self.started.elapsed());
     }
 }
 
 impl Drop for RequestTimer {
     fn drop(&mut self) {
         if !self.finished {
-            request(&self.upstream, &self.method, &self.tool, "cancelled", self.started.elapsed());
+            record_request(&self.upstream, self.method, self.tool.as_str(), "cancelled", self.started.elapsed());
         }
     }
 }
