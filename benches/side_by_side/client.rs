@@ -154,9 +154,15 @@ impl Conn {
     /// `tools/list`: checks the id and that it lists `expected` tools, each named
     /// `<prefix>…` for one of `prefixes`, without a further page.
     /// `tools/list`, checked: the time the check of the answer took (reading it).
-    pub async fn list_tools(&mut self, id: u64, expected: usize, prefixes: &[String]) -> Result<Duration, Wrong> {
+    pub async fn list_tools(
+        &mut self,
+        id: u64,
+        expected: usize,
+        prefixes: &[String],
+    ) -> Result<(Instant, Duration), Wrong> {
         let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
         let answer = self.post(body.as_bytes()).await?;
+        let received = Instant::now();
         if answer.status != 200 {
             return Err(Wrong::Status(answer.status));
         }
@@ -172,7 +178,7 @@ impl Conn {
         if let Some(t) = result.tools.iter().find(|t| !prefixes.iter().any(|p| t.name.starts_with(p.as_str()))) {
             return Err(Wrong::Result(format!("tool {:?} has none of the expected prefixes", t.name)));
         }
-        Ok(checking.elapsed())
+        Ok((received, checking.elapsed()))
     }
 
     /// POSTs one JSON-RPC message and reads the whole answer.
