@@ -37,7 +37,7 @@ pub struct ClientRequest {
     /// The parameters (with the gateway's own progress token, if the client sent one).
     pub params: Option<Box<RawValue>>,
     /// For `tools/call`, the tool name as the client wrote it.
-    pub tool: Option<String>,
+    pub tool: Option<Arc<str>>,
     /// For `tools/call`, its arguments, read in the same pass as the tool's name (the
     /// router checks them without reading the params again).
     pub arguments: Option<Arc<Value>>,
@@ -88,7 +88,7 @@ impl ClientRequest {
         related: EventTx,
     ) -> ClientRequest {
         let (tool, arguments) = match called.filter(|_| method == method::TOOLS_CALL) {
-            Some(called) => (Some(called.name), called.arguments.map(Arc::new)),
+            Some(called) => (Some(Arc::from(called.name)), called.arguments.map(Arc::new)),
             None => (None, None),
         };
         let principal = session.principal().cloned();

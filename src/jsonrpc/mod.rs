@@ -119,8 +119,8 @@ struct Envelope<'a> {
     jsonrpc: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present")]
     id: Option<Box<RawValue>>,
-    #[serde(default, deserialize_with = "present")]
-    method: Option<Box<RawValue>>,
+    #[serde(default, borrow, deserialize_with = "present_borrowed")]
+    method: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present")]
     params: Option<Box<RawValue>>,
     #[serde(default, deserialize_with = "present")]
@@ -132,6 +132,21 @@ struct Envelope<'a> {
 /// Distinguishes a member that is present (even as `null`) from one that is absent.
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
     Box::<RawValue>::deserialize(d).map(Some)
+}
+
+/// [`present`] for a member read in place.
+fn present_borrowed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// A JSON string's text: its characters as they are when it has no escapes (a method
+/// name, as a rule), decoded otherwise; `None` when `raw` is not a string.
+fn string_of(raw: &RawValue) -> Option<String> {
+    let text = raw.get();
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(plain) if !plain.contains('\\') => Some(plain.to_owned()),
+        _ => serde_json::from_str(text).ok(),
+    }
 }
 
 /// One JSON-RPC payload: a single message or (protocol 2025-03-26 only) a batch.
@@ -209,7 +224,7 @@ pub fn decode(text: &str) -> Result<Message, DecodeError> {
     };
     match (env.method, id.clone()) {
         (Some(method), id) => {
-            let method: String = serde_json::from_str(method.get()).map_err(|_| invalid("method must be a string"))?;
+            let method = string_of(method).ok_or_else(|| invalid("method must be a string"))?;
             if env.result.is_some() || env.error.is_some() {
                 return Err(invalid("a request must not carry result or error"));
             }
@@ -420,6 +435,26 @@ mod tests {
             serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32601, "message": "Method not found"}})
         );
         assert_eq!(encode_response(None, Ok(&result)), r#"{"jsonrpc":"2.0","id":null,"error":{"content":[]}}"#);
+    }
+
+    #[test]
+    fn methods_are_read_with_or_without_escapes() {
+        let method = |text: &str| match decode(text) {
+            Ok(Message::Request(r)) => Ok(r.method),
+            Ok(Message::Notification(n)) => Ok(n.method),
+            other => Err(format!("{other:?}")),
+        };
+        assert_eq!(method(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#), Ok("tools/call".to_owned()));
+        assert_eq!(method(r#"{"jsonrpc":"2.0","id":1,"method":"tools\/c\u0061ll"}"#), Ok("tools/call".to_owned()));
+        assert_eq!(method(r#"{"jsonrpc":"2.0","method":""}"#), Ok(String::new()));
+        assert_eq!(
+            decode(r#"{"jsonrpc":"2.0","id":1,"method":5}"#),
+            Err(DecodeError::Invalid { id: Some(Id::number(1)), reason: "method must be a string" })
+        );
+        assert_eq!(
+            decode(r#"{"jsonrpc":"2.0","id":1,"method":null}"#),
+            Err(DecodeError::Invalid { id: Some(Id::number(1)), reason: "method must be a string" })
+        );
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl Router {
             if method == method::TOOLS_CALL
                 && let Some(tool) = &ctx.tool
             {
-                let call = Some((Arc::from(tool.as_str()), ctx.arguments.clone()));
+                let call = Some((Arc::clone(tool), ctx.arguments.clone()));
                 return self.forward_call(ctx, handle, method, params, call).await;
             }
             return self.forward(ctx, handle, method, params).await;

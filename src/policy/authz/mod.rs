@@ -122,7 +122,7 @@ impl<S> Authorize<S> {
         let params = crate::jsonrpc::view::<Params>(req.params.as_deref()).unwrap_or_default();
         let args = || params.arguments.clone().unwrap_or_else(|| Value::Object(Default::default()));
         let (kind, name, unknown): (Kind, String, Unknown) = match method {
-            method::TOOLS_CALL => (Kind::Tool, req.tool.clone()?, GatewayError::UnknownTool),
+            method::TOOLS_CALL => (Kind::Tool, req.tool.as_deref()?.to_owned(), GatewayError::UnknownTool),
             method::PROMPTS_GET => (Kind::Prompt, params.name.clone()?, GatewayError::UnknownPrompt),
             method::RESOURCES_READ | method::RESOURCES_SUBSCRIBE | method::RESOURCES_UNSUBSCRIBE => {
                 (Kind::Resource, params.uri.clone()?, GatewayError::ResourceNotFound)

@@ -52,7 +52,7 @@ impl Rule {
         }
         match self.per {
             LimitKey::Principal => Some(principal_key(req)),
-            LimitKey::Tool => req.tool.clone(),
+            LimitKey::Tool => req.tool.as_deref().map(str::to_owned),
             LimitKey::Upstream => upstream_of(req, separator).map(str::to_owned),
             LimitKey::Global => Some(String::new()),
         }
