@@ -98,11 +98,7 @@ pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
         }
         any = true;
         for item in value.split(|&b| b == b',') {
-            let media = match memchr::memchr(b';', item) {
-                Some(at) => &item[..at],
-                None => item,
-            };
-            let media = media.trim_ascii();
+            let media = media_type(item);
             accepts.json |= covers(media, b"application/json");
             accepts.sse |= covers(media, b"text/event-stream");
         }
@@ -124,12 +120,17 @@ fn covers(range: &[u8], ty: &[u8]) -> bool {
 pub(super) fn is_json(headers: &HeaderMap) -> bool {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else { return false };
-    let value = value.as_bytes();
-    let media = match memchr::memchr(b';', value) {
+    media_type(value.as_bytes()).eq_ignore_ascii_case(b"application/json")
+}
+
+/// The media type of a media range or `Content-Type` value: what precedes its
+/// parameters, without the spaces around it.
+fn media_type(value: &[u8]) -> &[u8] {
+    match memchr::memchr(b';', value) {
         Some(at) => &value[..at],
         None => value,
-    };
-    media.trim_ascii().eq_ignore_ascii_case(b"application/json")
+    }
+    .trim_ascii()
 }
 
 /// The declared `Content-Length`, when there is exactly one valid value.
