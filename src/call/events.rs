@@ -206,10 +206,14 @@ impl EventSink {
         self
     }
 
-    /// The same sink, also counting its events in `activity`.
-    pub fn with_activity(mut self, activity: Arc<Activity>) -> EventSink {
+    /// Tags this sink's events with the endpoint they come from, in place.
+    pub fn set_endpoint(&mut self, endpoint: u16) {
+        self.endpoint = Some(endpoint);
+    }
+
+    /// Counts this sink's events in `activity` from now on.
+    pub fn set_activity(&mut self, activity: Arc<Activity>) {
         self.activity = Some(activity);
-        self
     }
 
     /// The activity counter, if any.

@@ -98,7 +98,7 @@ where
         let endpoint = req.target.pick(&req.avoid);
         if let Some(i) = endpoint {
             req.endpoint = Some(i);
-            req.events = req.events.clone().with_endpoint(i);
+            req.events.set_endpoint(i);
         }
         // A non-idempotent call cannot be tried again: cutting it short would only lose
         // its answer.

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
-use crate::call::{Activity, Answer, CallFuture, GatewayError, UpstreamCall};
+use crate::call::{Activity, Answer, GatewayError, UpstreamCall};
 use crate::config::Timeouts;
 
 /// Applies [`Deadline`] with one upstream's timeouts.
@@ -46,11 +46,11 @@ pub struct Deadline<S> {
 impl<S> Service<UpstreamCall> for Deadline<S>
 where
     S: Service<UpstreamCall, Response = Answer, Error = GatewayError>,
-    S::Future: Send + 'static,
 {
     type Response = Answer;
     type Error = GatewayError;
-    type Future = CallFuture;
+    // The inner call's own future: this layer only changes the request.
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -58,16 +58,16 @@ where
 
     fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let activity = Arc::new(Activity::default());
-        req.events = req.events.clone().with_activity(Arc::clone(&activity));
+        req.events.set_activity(Arc::clone(&activity));
         if req.tool.is_none() {
             // Nothing extends the deadline: the attempt layer below ends every attempt at
             // it, and the retry layer starts none that cannot finish before it.
-            return Box::pin(self.inner.call(req));
+            return self.inner.call(req);
         }
         // Progress moves the deadline the layers below wait for; they read it when
         // their timers fire.
         req.clock.extend_on_progress(activity, self.timeouts.tool_idle, self.timeouts.tool_max);
-        Box::pin(self.inner.call(req))
+        self.inner.call(req)
     }
 }
 

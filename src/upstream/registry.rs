@@ -1,6 +1,5 @@
 //! The configured upstreams: how to reach each one and the request stack in front of it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::http::HttpLink;
@@ -141,7 +140,7 @@ impl UpstreamHandle {
 #[derive(Default)]
 pub struct Upstreams {
     ordered: Vec<Arc<UpstreamHandle>>,
-    by_name: HashMap<Arc<str>, Arc<UpstreamHandle>>,
+    by_name: crate::hashing::Map<Arc<str>, Arc<UpstreamHandle>>,
 }
 
 impl Upstreams {

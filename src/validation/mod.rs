@@ -14,7 +14,7 @@
 
 mod message;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -87,7 +87,7 @@ pub(crate) struct SchemaCache {
 
 #[derive(Default)]
 struct Entries {
-    by_hash: HashMap<u64, Entry>,
+    by_hash: crate::hashing::Map<u64, Entry>,
     /// Insertion order, oldest first.
     order: VecDeque<u64>,
     /// Schemas compiled so far (tests check that hits do not recompile).
@@ -129,6 +129,10 @@ impl SchemaCache {
         let Some(validator) = self.validator(key, schema) else {
             return Ok(());
         };
+        // The usual instance is valid: checked without collecting errors first.
+        if validator.is_valid(instance) {
+            return Ok(());
+        }
         let violations: Vec<Violation> = validator
             .iter_errors(instance)
             .take(MAX_VIOLATIONS)
