@@ -51,8 +51,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let Some(cancel) = req.cancel.clone() else {
+    fn call(&mut self, mut req: ClientRequest) -> Self::Future {
+        let Some(cancel) = req.cancel.take() else {
             // Not admitted, so not cancellable: nothing to wait for besides the answer.
             return Box::pin(self.inner.call(req));
         };

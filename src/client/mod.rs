@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio_util::sync::CancellationToken;
 
 pub use cache::CacheLayer;
 pub use cancel::CancelLayer;
@@ -24,6 +23,7 @@ use crate::jsonrpc::Id;
 use crate::mcp::method;
 use crate::policy::Principal;
 use crate::session::Session;
+use crate::session::signal::CancelSignal;
 use crate::telemetry::trace::propagation::RequestTrace;
 
 /// One client request on its way to the router.
@@ -46,8 +46,9 @@ pub struct ClientRequest {
     /// Where related upstream events go.
     pub related: EventTx,
     /// Fires when the client cancels the request: set when the session admits it (none
-    /// before, so that a request does not make a token only to have it replaced).
-    pub cancel: Option<CancellationToken>,
+    /// before, so that a request does not make a signal only to have it replaced); taken
+    /// by the cancel layer, which waits for it.
+    pub cancel: Option<CancelSignal>,
     /// Who is calling, when clients authenticate (the session's principal).
     pub principal: Option<Arc<Principal>>,
     /// A modern-era client's `Mcp-Param-*` headers (lowercase names, in the order

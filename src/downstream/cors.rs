@@ -72,7 +72,7 @@ impl<S> Cors<S> {
         let refuse = |refusal: OriginRefusal| {
             let info = RequestInfo {
                 method: req.method().clone(),
-                path: req.uri().path().to_owned(),
+                uri: req.uri().clone(),
                 peer: req.extensions().get::<PeerAddr>().map(|p| p.0),
             };
             let mut resp = info.refuse(&Refusal::Forbidden(refusal), None);

@@ -109,7 +109,7 @@ async fn endpoint(st: &HttpState, scope: Option<Scope>, req: Request) -> Respons
     if let Err(refusal) = st.origin.check(parts.version, &parts.uri, &parts.headers) {
         return info.refuse(&Refusal::Forbidden(refusal), None);
     }
-    let principal = match st.auth.load_full().authenticate(&parts.headers, &info.path).await {
+    let principal = match st.auth.load_full().authenticate(&parts.headers, info.path()).await {
         Ok(principal) => principal,
         Err(why) => return info.refuse(&Refusal::Unauthorized(why), None),
     };

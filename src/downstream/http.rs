@@ -55,7 +55,7 @@ pub struct HttpState {
 pub(super) fn info_of(req: &Request) -> RequestInfo {
     RequestInfo {
         method: req.method().clone(),
-        path: req.uri().path().to_owned(),
+        uri: req.uri().clone(),
         peer: req.extensions().get::<PeerAddr>().map(|p| p.0),
     }
 }

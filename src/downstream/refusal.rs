@@ -246,13 +246,19 @@ impl IntoResponse for Refusal {
 pub(crate) struct RequestInfo {
     /// The HTTP method.
     pub(crate) method: Method,
-    /// The request path.
-    pub(crate) path: String,
+    /// The request target (its path is logged with a refusal; a copy shares the
+    /// request head's bytes).
+    pub(crate) uri: axum::http::Uri,
     /// The client's address, when the listener recorded it.
     pub(crate) peer: Option<SocketAddr>,
 }
 
 impl RequestInfo {
+    /// The request path.
+    pub(crate) fn path(&self) -> &str {
+        self.uri.path()
+    }
+
     /// Logs the refusal once, at debug level, and answers it.
     pub(crate) fn refuse(&self, refusal: &Refusal, id: Option<&Id>) -> Response {
         let correlation = correlation_id();
@@ -264,7 +270,7 @@ impl RequestInfo {
             reason = %refusal.message(),
             detail = %refusal.detail(),
             method = %self.method,
-            path = %self.path,
+            path = %self.path(),
             peer = %peer,
             id = id.map(Id::as_json).unwrap_or("null"),
             correlation_id = %correlation,

@@ -1,5 +1,6 @@
 //! DNS-rebinding protection: `Host` and `Origin` validation for the HTTP listener.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -109,7 +110,11 @@ impl OriginPolicy {
 /// request target), several Host headers, a malformed one, or none at all on HTTP/1.1
 /// and later are refused: each would let the request be checked against one host and
 /// served as another.
-fn authority(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<Option<String>, OriginRefusal> {
+fn authority<'a>(
+    version: Version,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+) -> Result<Option<Cow<'a, str>>, OriginRefusal> {
     let mut values = headers.get_all(HOST).iter();
     let header = values.next();
     if values.next().is_some() {
@@ -128,17 +133,18 @@ fn authority(version: Version, uri: &Uri, headers: &HeaderMap) -> Result<Option<
 }
 
 /// `host[:port]` in visible ASCII, without user information.
-fn valid_authority(bytes: &[u8]) -> Result<String, OriginRefusal> {
-    // The usual Host, a lower-case name or IPv4 address with a port, needs no parser.
+fn valid_authority(bytes: &[u8]) -> Result<Cow<'_, str>, OriginRefusal> {
+    // The usual Host, a lower-case name or IPv4 address with a port, needs no parser
+    // and no copy.
     if let Some(plain) = plain_authority(bytes) {
-        return Ok(plain.to_owned());
+        return Ok(Cow::Borrowed(plain));
     }
     let bad = OriginRefusal::Ambiguous("the Host is not a valid host[:port]");
     if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_graphic) || bytes.contains(&b'@') {
         return Err(bad);
     }
     let parsed = Authority::try_from(bytes).map_err(|_| bad)?;
-    Ok(parsed.as_str().to_ascii_lowercase())
+    Ok(Cow::Owned(parsed.as_str().to_ascii_lowercase()))
 }
 
 /// `bytes` when they are `name[:port]` with a name of lower-case letters, digits, dots

@@ -6,6 +6,7 @@ pub mod relay;
 pub(crate) mod replay;
 mod resume;
 pub mod sealed;
+pub mod signal;
 pub mod table;
 
 use std::net::IpAddr;
@@ -24,6 +25,7 @@ use crate::hashing::Map as HashMap;
 use crate::jsonrpc::Id;
 use crate::policy::Principal;
 use parking_lot::Mutex;
+use signal::CancelSignal;
 
 use crate::call::{EVENT_BUFFER, EventSink, EventTx, Link};
 
@@ -136,7 +138,7 @@ pub struct Session {
     server_requests: Mutex<HashMap<Id, ServerRequest>>,
     next_server_request: AtomicU64,
     /// In-flight client requests, by client id.
-    inflight: Mutex<HashMap<Id, CancellationToken>>,
+    inflight: Mutex<HashMap<Id, CancelSignal>>,
     last_seen: Mutex<Instant>,
     pump: Mutex<Option<tokio::task::AbortHandle>>,
     /// Fired when the session ends, so that streams tied to it close.
@@ -291,14 +293,14 @@ impl Session {
     }
 
     /// Registers an in-flight client request; `None` if the id is already in flight.
-    pub fn begin_request(&self, id: &Id) -> Option<CancellationToken> {
+    pub fn begin_request(&self, id: &Id) -> Option<CancelSignal> {
         let mut inflight = self.inflight.lock();
         if inflight.contains_key(id) {
             return None;
         }
-        let token = CancellationToken::new();
-        inflight.insert(id.clone(), token.clone());
-        Some(token)
+        let signal = CancelSignal::new();
+        inflight.insert(id.clone(), signal.clone());
+        Some(signal)
     }
 
     /// Forgets an in-flight request.

@@ -209,10 +209,16 @@ pub fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
     static COUNTERS: Series<Counter> = Series::new();
     static DURATIONS: Series<Histogram> = Series::new();
     let method = method_label(method);
-    COUNTERS
-        .get(&[method, outcome], || counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome))
-        .increment(1);
-    DURATIONS.get(&[method], || histogram!(CLIENT_REQUEST_DURATION, "method" => method)).record(elapsed.as_secs_f64());
+    COUNTERS.with(
+        &[method, outcome],
+        || counter!(CLIENT_REQUESTS, "method" => method, "outcome" => outcome),
+        |c| c.increment(1),
+    );
+    DURATIONS.with(
+        &[method],
+        || histogram!(CLIENT_REQUEST_DURATION, "method" => method),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
 }
 
 /// Times one attempt on an upstream and records it once: with the outcome it ended
@@ -244,11 +250,11 @@ impl AttemptTimer {
     fn record(&self, outcome: &'static str) {
         static DURATIONS: Series<Histogram> = Series::new();
         let (upstream, method) = (&*self.upstream, self.method);
-        DURATIONS
-            .get(&[upstream, method, outcome], || {
-                histogram!(ATTEMPT_DURATION, "upstream" => upstream.to_owned(), "method" => method, "outcome" => outcome)
-            })
-            .record(self.started.elapsed().as_secs_f64());
+        DURATIONS.with(
+            &[upstream, method, outcome],
+            || histogram!(ATTEMPT_DURATION, "upstream" => upstream.to_owned(), "method" => method, "outcome" => outcome),
+            |h| h.record(self.started.elapsed().as_secs_f64()),
+        );
     }
 }
 
@@ -302,16 +308,16 @@ pub fn request(upstream: &str, method: &str, tool: &str, outcome: &'static str, 
 fn record_request(upstream: &str, method: &'static str, tool: &str, outcome: &'static str, elapsed: Duration) {
     static COUNTERS: Series<Counter> = Series::new();
     static DURATIONS: Series<Histogram> = Series::new();
-    COUNTERS
-        .get(&[upstream, method, tool, outcome], || {
-            counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome)
-        })
-        .increment(1);
-    DURATIONS
-        .get(&[upstream, method, tool], || {
-            histogram!(REQUEST_DURATION, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned())
-        })
-        .record(elapsed.as_secs_f64());
+    COUNTERS.with(
+        &[upstream, method, tool, outcome],
+        || counter!(REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned(), "outcome" => outcome),
+        |c| c.increment(1),
+    );
+    DURATIONS.with(
+        &[upstream, method, tool],
+        || histogram!(REQUEST_DURATION, "upstream" => upstream.to_owned(), "method" => method, "tool" => tool.to_owned()),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
     super::recent::global().record(upstream, outcome);
 }
 
@@ -451,27 +457,28 @@ pub(crate) fn endpoint_ejected(upstream: &str) {
 const MAX_CACHED_SERIES: usize = 65_536;
 
 /// Handles of the series of one metric on the request path, registered on first use
-/// and reused: a lookup here hashes the label values into a buffer of the thread's and
-/// takes a read lock, where the registry's allocates every label and compares keys.
-/// Until the recorder is installed nothing is kept (a handle taken before it would
-/// record nowhere for good).
-struct Series<H> {
-    handles: std::sync::LazyLock<parking_lot::RwLock<crate::hashing::Map<Box<str>, H>>>,
+/// and kept by each thread for itself: a lookup here hashes the label values into a
+/// buffer of the thread's and reads that thread's own map, with no lock and no count of
+/// references to bump on memory the other workers write, where the registry's allocates
+/// every label and compares keys. Until the recorder is installed nothing is kept (a
+/// handle taken before it would record nowhere for good).
+struct Series<H: Send> {
+    handles: thread_local::ThreadLocal<std::cell::RefCell<crate::hashing::Map<Box<str>, H>>>,
 }
 
-impl<H: Clone> Series<H> {
+impl<H: Clone + Send> Series<H> {
     const fn new() -> Series<H> {
-        Series { handles: std::sync::LazyLock::new(Default::default) }
+        Series { handles: thread_local::ThreadLocal::new() }
     }
 
-    /// The handle of the series with these label values, made by `register` the first
-    /// time.
-    fn get(&self, labels: &[&str], register: impl FnOnce() -> H) -> H {
+    /// Applies `record` to the handle of the series with these label values, made by
+    /// `register` the first time this thread needs it.
+    fn with(&self, labels: &[&str], register: impl FnOnce() -> H, record: impl FnOnce(&H)) {
         thread_local! {
             static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
         }
         if HANDLE.get().is_none() {
-            return register();
+            return record(&register());
         }
         KEY.with_borrow_mut(|key| {
             key.clear();
@@ -480,15 +487,15 @@ impl<H: Clone> Series<H> {
                 // Not a character label values are made of: keys of different labels differ.
                 key.push('\u{1f}');
             }
-            if let Some(handle) = self.handles.read().get(key.as_str()) {
-                return handle.clone();
+            let mut handles = self.handles.get_or(Default::default).borrow_mut();
+            if let Some(handle) = handles.get(key.as_str()) {
+                return record(handle);
             }
             let handle = register();
-            let mut handles = self.handles.write();
+            record(&handle);
             if handles.len() < MAX_CACHED_SERIES {
-                handles.insert(key.as_str().into(), handle.clone());
+                handles.insert(key.as_str().into(), handle);
             }
-            handle
         })
     }
 }
