@@ -67,13 +67,10 @@ impl Gateway {
         let started = std::time::Instant::now();
         let asker = principal.clone();
         let meta = meta::read(req.params.as_deref());
-        let mut trace = RequestTrace {
-            meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
-            header: trace,
-            span: None,
-        };
+        let mut trace =
+            RequestTrace::new(propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
         let span = spans::initialize(&req.id, &trace);
-        trace.span = spans::context_of(&span);
+        trace.set_span(spans::context_of(&span));
         let opened = self.open(scope, req, peer, principal, front).instrument(span.clone()).await;
         if !span.is_none() {
             let code = |code: i64| code.to_string();
@@ -107,7 +104,7 @@ impl Gateway {
                 method: method::INITIALIZE,
                 tool: None,
                 id: req.id.raw(),
-                span: trace.span.as_ref(),
+                span: trace.span.as_deref(),
                 client_trace: trace.parent(),
             };
             log.record(request, &reply, outcome, status);

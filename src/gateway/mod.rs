@@ -148,11 +148,8 @@ impl Gateway {
         // Give the request a progress token of the gateway's own, unique across sessions.
         let mut params = req.params;
         let (meta, called) = meta::read_with_name(params.as_deref());
-        let trace = RequestTrace {
-            meta: propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()),
-            header: trace,
-            span: None,
-        };
+        let trace =
+            RequestTrace::new(propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
         let progress = meta.progress().map(|client| ProgressMap {
             upstream: Value::String(format!("seawall-progress-{}", NEXT_PROGRESS.fetch_add(1, Ordering::Relaxed))),
             client,

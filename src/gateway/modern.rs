@@ -365,7 +365,7 @@ impl Gateway {
         if req.method == modern::DISCOVER {
             let meta = meta::read(req.params.as_deref());
             let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
-            let span = spans::discover(&id, &RequestTrace { meta, header: trace, span: None });
+            let span = spans::discover(&id, &RequestTrace::new(meta, trace));
             let found = self.context(scope, principal, &envelope, peer, None).instrument(span.clone()).await;
             spans::record_discovered(&span, found.as_ref().map(|(session, _)| session.key));
             return match found {
@@ -380,7 +380,7 @@ impl Gateway {
         let opening = crate::telemetry::trace::on().then(|| {
             let meta = meta::read(req.params.as_deref());
             let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
-            RequestTrace { meta, header: trace.clone(), span: None }
+            RequestTrace::new(meta, trace.clone())
         });
         let (session, context) = match self.context(scope, principal, &envelope, peer, opening.as_ref()).await {
             Ok(found) => found,

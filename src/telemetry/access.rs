@@ -363,7 +363,7 @@ where
                 method: &method_name,
                 tool: tool.as_deref(),
                 id: id.raw(),
-                span: span.as_ref(),
+                span: span.as_deref(),
                 client_trace: client_trace.as_ref(),
             };
             log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));

@@ -45,7 +45,7 @@ where
 
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
         let span = spans::request(&req);
-        req.trace.span = context_of(&span);
+        req.trace.set_span(context_of(&span));
         let fut = span.in_scope(|| self.inner.call(req));
         Box::pin(async move {
             let Ok(answered) = fut.instrument(span.clone()).await;
