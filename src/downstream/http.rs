@@ -93,6 +93,10 @@ pub(super) fn accepts(headers: &HeaderMap) -> Accepts {
     // Values that are not visible ASCII are passed over, as if they were not there.
     for value in headers.get_all(header::ACCEPT) {
         let value = value.as_bytes();
+        // What MCP clients send (the SDKs, word for word), taken without reading it apart.
+        if value == b"application/json, text/event-stream" {
+            return Accepts { json: true, sse: true };
+        }
         if !value.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)) {
             continue;
         }

@@ -18,6 +18,11 @@ pub const TRACEPARENT: &str = "traceparent";
 /// The header, and `_meta` key, of the vendor trace state.
 pub const TRACESTATE: &str = "tracestate";
 
+/// [`TRACEPARENT`] as a header name, looked up without parsing a name per request.
+const TRACEPARENT_HEADER: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
+/// [`TRACESTATE`] as a header name.
+const TRACESTATE_HEADER: http::HeaderName = http::HeaderName::from_static(TRACESTATE);
+
 /// Longest `tracestate` kept (characters), and most list members, as W3C bounds them.
 const MAX_TRACESTATE_LEN: usize = 512;
 const MAX_TRACESTATE_MEMBERS: usize = 32;
@@ -185,10 +190,10 @@ fn valid_state_value(value: &str) -> bool {
 /// The trace context of an HTTP request's headers: one `traceparent` header (a repeated
 /// one is ignored, as W3C asks), and the `tracestate` headers joined.
 pub fn from_headers(headers: &http::HeaderMap) -> Option<TraceContext> {
-    let mut parents = headers.get_all(TRACEPARENT).iter();
+    let mut parents = headers.get_all(TRACEPARENT_HEADER).iter();
     let (Some(parent), None) = (parents.next(), parents.next()) else { return None };
     let parent = parent.to_str().ok()?;
-    let states: Vec<&str> = headers.get_all(TRACESTATE).iter().filter_map(|v| v.to_str().ok()).collect();
+    let states: Vec<&str> = headers.get_all(TRACESTATE_HEADER).iter().filter_map(|v| v.to_str().ok()).collect();
     let state = (!states.is_empty()).then(|| states.join(","));
     TraceContext::parse(parent, state.as_deref())
 }
