@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
 use crate::call::{GatewayError, Reply};
@@ -26,7 +26,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Applies [`Admission`] with these caps.
 #[derive(Clone, Debug)]
 pub struct AdmissionLayer {
-    gateway: Arc<Semaphore>,
+    gateway: Arc<GatewayPlaces>,
     per_session: usize,
     principals: Option<Arc<PrincipalCounts>>,
 }
@@ -34,7 +34,7 @@ pub struct AdmissionLayer {
 impl AdmissionLayer {
     /// At most `max_in_flight` requests in the gateway and `per_session` in one session.
     pub fn new(max_in_flight: usize, per_session: usize) -> AdmissionLayer {
-        AdmissionLayer { gateway: Arc::new(Semaphore::new(max_in_flight.max(1))), per_session, principals: None }
+        AdmissionLayer { gateway: Arc::new(GatewayPlaces::new(max_in_flight)), per_session, principals: None }
     }
 
     /// At most `per_principal` requests of one authenticated principal, over all its
@@ -108,14 +108,14 @@ impl Drop for PrincipalPlace {
 #[derive(Clone, Debug)]
 pub struct Admission<S> {
     inner: S,
-    gateway: Arc<Semaphore>,
+    gateway: Arc<GatewayPlaces>,
     per_session: usize,
     principals: Option<Arc<PrincipalCounts>>,
 }
 
 /// What an admitted request holds until it is answered.
 struct Places {
-    _gateway: tokio::sync::OwnedSemaphorePermit,
+    _gateway: GatewayPlace,
     _principal: Option<PrincipalPlace>,
     _in_flight: InFlight,
 }
@@ -138,7 +138,7 @@ impl<S> Admission<S> {
             }
             _ => None,
         };
-        let permit = Arc::clone(&self.gateway).try_acquire_owned().map_err(|_| overloaded("gateway"))?;
+        let permit = GatewayPlaces::take(&self.gateway).ok_or_else(|| overloaded("gateway"))?;
         let Some(cancel) = req.session.begin_request(&req.id) else {
             return Err(GatewayError::InvalidRequest("a request with this id is already in flight".into()));
         };
@@ -175,6 +175,38 @@ where
 }
 
 /// A request registered with its session, forgotten when it is answered or dropped.
+/// The gateway's cap on requests in flight: a count, taken and given back without a
+/// lock (a request over the cap is refused at once, never queued).
+#[derive(Debug)]
+struct GatewayPlaces {
+    taken: AtomicUsize,
+    max: usize,
+}
+
+impl GatewayPlaces {
+    fn new(max: usize) -> GatewayPlaces {
+        GatewayPlaces { taken: AtomicUsize::new(0), max: max.max(1) }
+    }
+
+    /// A place, when one is free.
+    fn take(places: &Arc<GatewayPlaces>) -> Option<GatewayPlace> {
+        places
+            .taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| (taken < places.max).then_some(taken + 1))
+            .ok()?;
+        Some(GatewayPlace(Arc::clone(places)))
+    }
+}
+
+/// One place in the gateway, given back on drop.
+struct GatewayPlace(Arc<GatewayPlaces>);
+
+impl Drop for GatewayPlace {
+    fn drop(&mut self) {
+        self.0.taken.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 struct InFlight {
     session: Arc<Session>,
     id: Id,
