@@ -174,7 +174,6 @@ where
     }
 }
 
-/// A request registered with its session, forgotten when it is answered or dropped.
 /// The gateway's cap on requests in flight: a count, taken and given back without a
 /// lock (a request over the cap is refused at once, never queued).
 #[derive(Debug)]
@@ -207,6 +206,7 @@ impl Drop for GatewayPlace {
     }
 }
 
+/// A request registered with its session, forgotten when it is answered or dropped.
 struct InFlight {
     session: Arc<Session>,
     id: Id,

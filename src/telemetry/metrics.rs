@@ -466,7 +466,7 @@ struct Series<H: Send> {
     handles: thread_local::ThreadLocal<std::cell::RefCell<crate::hashing::Map<Box<str>, H>>>,
 }
 
-impl<H: Clone + Send> Series<H> {
+impl<H: Send> Series<H> {
     const fn new() -> Series<H> {
         Series { handles: thread_local::ThreadLocal::new() }
     }
