@@ -202,7 +202,7 @@ impl EventSink {
 
     /// The same sink, tagging events with the endpoint they come from.
     pub fn with_endpoint(mut self, endpoint: u16) -> EventSink {
-        self.endpoint = Some(endpoint);
+        self.set_endpoint(endpoint);
         self
     }
 
