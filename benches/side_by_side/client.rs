@@ -126,6 +126,25 @@ impl Conn {
         Ok(())
     }
 
+    /// Ends the session with a `DELETE`, as a client that is done with it does, so that
+    /// a run's sessions do not stay open against the gateway's per-peer cap
+    /// (`session.max_sessions_per_peer`) until they idle out. Without a session, nothing.
+    pub async fn end_session(&mut self) -> Result<(), Wrong> {
+        use std::fmt::Write as _;
+        let Some(session) = self.session.take() else { return Ok(()) };
+        let mut head = String::with_capacity(256);
+        let _ = write!(
+            head,
+            "DELETE {} HTTP/1.1\r\nHost: {}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: {}\r\nContent-Length: 0\r\n\r\n",
+            self.endpoint.path, self.host, self.version
+        );
+        self.stream.write_all(head.as_bytes()).await.map_err(|e| Wrong::Io(e.to_string()))?;
+        match self.read_answer().await?.status {
+            200 | 202 | 204 => Ok(()),
+            status => Err(Wrong::Status(status)),
+        }
+    }
+
     /// `tools/call` of `tool` with `{"message": "bench-<id>"}`: checks that the answer has
     /// the same id and echoes that message.
     pub async fn call_echo(&mut self, id: u64, tool: &str) -> Result<(), Wrong> {

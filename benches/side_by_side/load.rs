@@ -157,6 +157,16 @@ async fn session(target: &Target, part: &mut Part) -> Option<Conn> {
     }
 }
 
+/// Ends the session of a connection that has one (a wrong answer to the `DELETE` is
+/// counted like any other).
+async fn end(conn: Option<Conn>, part: &mut Part) {
+    if let Some(mut conn) = conn
+        && let Err(e) = conn.end_session().await
+    {
+        part.wrong("DELETE", &e);
+    }
+}
+
 /// `conns` connections, each calling again as soon as it is answered, for `warmup` and
 /// then `window`; the CPU of `watched` is read at both ends of the window.
 pub async fn closed_loop(
@@ -195,6 +205,7 @@ pub async fn closed_loop(
                     }
                 }
             }
+            end(conn, &mut part).await;
             part
         });
     }
@@ -264,6 +275,7 @@ pub async fn open_loop(
                     }
                 }
             }
+            end(conn, &mut part).await;
             part
         });
     }
@@ -305,6 +317,7 @@ pub async fn list_tools(
                 Err(e) => part.wrong("tools/list", &e),
             }
         }
+        end(Some(conn), &mut part).await;
     }
     checks.sort_unstable();
     let check_p50 = checks.get(checks.len() / 2).copied();
