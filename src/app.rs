@@ -569,8 +569,8 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
             None
         }
     };
-    let workers = Workers::per_core().context("cannot start the worker threads")?;
-    tracing::info!(workers = workers.len(), "client connections are served by one single-threaded runtime per core");
+    let workers = Workers::start_as(config.workers).context("cannot start the worker threads")?;
+    tracing::info!(workers = workers.len(), "client connections are served by single-threaded worker runtimes");
     println!("seawall listening on http://{}/mcp", front.local);
 
     let admin = match config.admin_listen {

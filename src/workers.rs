@@ -70,13 +70,12 @@ impl Workers {
         Ok(Arc::new(Workers { handles, next: AtomicUsize::new(0), stop }))
     }
 
-    /// As many workers as the process may use cores (`available_parallelism`, which
-    /// honours CPU affinity and cgroup quotas), or as `TOKIO_WORKER_THREADS` says (the
-    /// variable that also sizes the main runtime).
-    pub(crate) fn per_core() -> std::io::Result<Arc<Workers>> {
-        let asked = std::env::var("TOKIO_WORKER_THREADS").ok().and_then(|n| n.trim().parse::<usize>().ok());
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        Workers::start(asked.filter(|n| *n > 0).unwrap_or(cores))
+    /// `configured` workers (the file's `workers`); without it as many as the process
+    /// may use cores (`available_parallelism`, which honours CPU affinity and cgroup
+    /// quotas), or as `TOKIO_WORKER_THREADS` says (the variable that also sizes the main
+    /// runtime).
+    pub(crate) fn start_as(configured: Option<usize>) -> std::io::Result<Arc<Workers>> {
+        Workers::start(configured.unwrap_or_else(per_core))
     }
 
     /// How many workers there are.
@@ -92,6 +91,13 @@ impl Workers {
         let n = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
         drop(self.handles[n].spawn(future));
     }
+}
+
+/// The default number of workers: `TOKIO_WORKER_THREADS`, or one per core.
+fn per_core() -> usize {
+    let asked = std::env::var("TOKIO_WORKER_THREADS").ok().and_then(|n| n.trim().parse::<usize>().ok());
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    asked.filter(|n| *n > 0).unwrap_or(cores)
 }
 
 impl Drop for Workers {

@@ -315,3 +315,45 @@ async fn a_dead_upstream_sees_the_offered_load_plus_the_budget() {
     // N·(1 + 20 %) + 10·1 with the default budget: at most 130 attempts for 100 requests.
     assert!((100..=130).contains(&reads), "{reads} attempts for 100 requests");
 }
+
+/// The worker threads that serve client connections, named `seawall-wrk-N`, of the
+/// running gateway `pid`.
+fn worker_threads(pid: u32) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("seawall-wrk-"))
+        .count()
+}
+
+/// `workers: N` sets how many worker threads serve client connections; every one of
+/// them answers calls (connections are handed to them in turn). Without it there is one
+/// per core, and a value out of range is refused with the field's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_sets_the_number_of_worker_threads() {
+    let up = DemoUpstream::start(false, &[]).await;
+    let gw = Seawall::start(&format!("workers: 3\nupstreams:\n  - name: d\n    url: {}\n", up.url)).await;
+    assert_eq!(worker_threads(gw.proc.id().unwrap()), 3);
+    // Three connections, one per worker: each answers.
+    for n in 0..3 {
+        let c = Client::connect(&gw.upstream_url("d"), json!({})).await;
+        let r = c.request(1, "tools/call", json!({"name": "echo", "arguments": {"message": format!("w{n}")}})).await;
+        assert_eq!(text_of(r.result()), format!("w{n}"), "{}", r.raw);
+    }
+
+    let default = Seawall::start(&format!("upstreams:\n  - name: d\n    url: {}\n", up.url)).await;
+    let cores = match std::env::var("TOKIO_WORKER_THREADS").ok().and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) if n > 0 => n,
+        _ => std::thread::available_parallelism().unwrap().get(),
+    };
+    assert_eq!(worker_threads(default.proc.id().unwrap()), cores);
+
+    let dir = common::TestDir::new("workers");
+    let file = dir.write("zero.yaml", &format!("workers: 0\nupstreams:\n  - name: d\n    url: {}\n", up.url));
+    let mut check = tokio::process::Command::new(common::seawall_bin());
+    check.arg("check-config").arg(&file);
+    let out = common::run_script("check-config", check, Duration::from_secs(60)).await;
+    assert!(!out.status.success(), "workers: 0 was accepted");
+    let want = format!("{}:1: workers: must be 1 to 1024, not 0", file.display());
+    assert!(out.stderr.lines().any(|l| l == want), "{}", out.stderr);
+}

@@ -45,6 +45,9 @@ const SESSIONS: usize = 10_000;
 const PAUSE: Duration = Duration::from_millis(200);
 /// The row of the demo upstream measured directly, closed-loop only.
 const DEMO_ROW: &str = "direct, demo upstream";
+/// The row of a gateway with one worker thread (`workers: 1`), as nginx runs one worker
+/// process: the two proxies on equal terms, each an event loop on one thread.
+const ONE_WORKER_ROW: &str = "seawall /mcp/echo, 1 worker";
 
 /// How long each part runs. The closed- and open-loop runs go in rounds, each round
 /// driving every target once in turn, so that whatever else loads the machine meanwhile
@@ -181,6 +184,10 @@ async fn proxied_calls(d: &Durations, dir: &Path, bins: &Bins, report: &mut Repo
     let seawall = Some(vec![gw.pid()]);
     rows.push((Row::new("seawall /mcp/echo", seawall.clone()), target(gw_ep.at("/mcp/echo"), "echo"), via(&gw)));
     rows.push((Row::new("seawall /mcp", seawall), target(gw_ep.clone(), "echo__echo"), via(&gw)));
+    let (one, one_url) =
+        start_gateway(&bins.gateway, dir, "seawall-1-worker", &single_upstream(&echo_url, "workers: 1\n"));
+    let one_ep = Endpoint::parse(&one_url).at("/mcp/echo");
+    rows.push((Row::new(ONE_WORKER_ROW, Some(vec![one.pid()])), target(one_ep, "echo"), via(&one)));
     // Another build of seawall, measured in the same rounds: a change's before and after.
     let baseline = std::env::var_os("SEAWALL_BENCH_BASELINE")
         .map(|bin| start_gateway(Path::new(&bin), dir, "seawall-baseline", &single_upstream(&echo_url, "")));

@@ -11,7 +11,7 @@ pub struct Panel {
 
 pub const QUANTILES: [(f64, &str); 4] = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9")];
 
-const COLOURS: [&str; 5] = ["#7f7f7f", "#2ca02c", "#1f77b4", "#ff7f0e", "#9467bd"];
+const COLOURS: [&str; 6] = ["#7f7f7f", "#2ca02c", "#1f77b4", "#ff7f0e", "#d62728", "#9467bd"];
 const PANEL_W: f64 = 470.0;
 const PANEL_H: f64 = 340.0;
 const LEFT: f64 = 60.0;

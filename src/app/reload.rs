@@ -436,7 +436,19 @@ fn in_force(file: &Config, before: &Config, old: &Config) -> (Config, Vec<&'stat
             config.$field = old.$field.clone();
         )*};
     }
-    keep!(listen, admin_listen, admin, shutdown, session, limits, security, access_log, tracing, breaker_sharing);
+    keep!(
+        listen,
+        admin_listen,
+        workers,
+        admin,
+        shutdown,
+        session,
+        limits,
+        security,
+        access_log,
+        tracing,
+        breaker_sharing
+    );
     let metadata = |c: &Config| c.auth.as_ref().and_then(|a| a.resource_metadata.clone());
     if metadata(file) != metadata(before) {
         changed.push("auth.resource_metadata");

@@ -35,6 +35,15 @@ pub struct Config {
     #[serde(deserialize_with = "socket_addr::optional")]
     #[schemars(with = "Option<SocketAddress>")]
     pub admin_listen: Option<SocketAddr>,
+    /// How many worker threads serve client connections, each a single-threaded runtime
+    /// that keeps a connection and the upstream connections its calls open (count, 1 to
+    /// 1024). Default: one per core the process may use (`available_parallelism`, which
+    /// honours CPU affinity and cgroup quotas), or `TOKIO_WORKER_THREADS` when it is set.
+    /// Fewer than the cores suits a gateway that shares a small machine with its
+    /// upstreams (a sidecar): a worker that always has work never sleeps and wakes. Read
+    /// at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
     /// Who may use the admin API. Default: loopback clients only, without a token.
     pub admin: AdminConfig,
     /// Graceful shutdown on SIGTERM and SIGINT.
@@ -145,6 +154,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080),
             admin_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9090)),
+            workers: None,
             admin: AdminConfig::default(),
             shutdown: ShutdownConfig::default(),
             name_separator: "__".to_owned(),

@@ -31,12 +31,20 @@ const MANAGED_HEADERS: [&str; 7] = [
     "mcp-protocol-version",
 ];
 
+/// Most worker threads `workers` may ask for.
+const MAX_WORKERS: usize = 1024;
+
 /// Checks `config`. `written` says whether a field appears in the source text, so that
 /// e.g. `share: shared` on an HTTP upstream is caught even though it equals the default.
 pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) -> Vec<Problem> {
     let mut out = Vec::new();
     let separator_ok = check_separator(&config.name_separator, &mut out);
     check_listeners(config.listen, config.admin_listen, &mut out);
+    if let Some(workers) = config.workers
+        && !(1..=MAX_WORKERS).contains(&workers)
+    {
+        out.push(Problem::new(FieldPath::root().key("workers"), format!("must be 1 to {MAX_WORKERS}, not {workers}")));
+    }
     check_limits(config, &mut out);
     super::session_key::check_session_keys(&config.session, &mut out);
     check_security(config, &mut out);
