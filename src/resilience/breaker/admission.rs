@@ -20,9 +20,9 @@ pub(super) struct Admission {
 }
 
 impl Admission {
-    /// Starts timing the call now.
-    pub fn new(upstream: Permit, tool: Option<Permit>, slow_call: Duration) -> Admission {
-        Admission { upstream: Some(upstream), tool, started: Instant::now(), slow_call }
+    /// Starts timing the call at `started`, when its permits were acquired.
+    pub fn new(upstream: Permit, tool: Option<Permit>, started: Instant, slow_call: Duration) -> Admission {
+        Admission { upstream: Some(upstream), tool, started, slow_call }
     }
 
     /// Whether either breaker is half-open and this call is its probe.
@@ -42,13 +42,15 @@ impl Admission {
 
     fn settle(&mut self, health: Health) {
         let Some(upstream) = self.upstream.take() else { return };
-        let slow = self.started.elapsed() > self.slow_call;
+        // One reading of the clock for the call's length and both breakers.
+        let now = Instant::now();
+        let slow = now.saturating_duration_since(self.started) > self.slow_call;
         match self.tool.take() {
-            None => upstream.record(Verdict::of(health, slow)),
+            None => upstream.record_at(Verdict::of(health, slow), now),
             Some(tool) => {
                 let (on_upstream, on_tool) = classify::split(health, slow, upstream.is_probe());
-                upstream.record(on_upstream);
-                tool.record(on_tool);
+                upstream.record_at(on_upstream, now);
+                tool.record_at(on_tool, now);
             }
         }
     }

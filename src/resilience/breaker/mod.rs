@@ -70,17 +70,21 @@ impl<S> CircuitBreaker<S> {
             retry_after,
             isolated: breaker.isolation(),
         };
+        // One reading of the clock for both breakers and the call's start.
+        let now = tokio::time::Instant::now();
         let upstream = self.breakers.upstream(&req.upstream, &self.cfg);
-        let upstream = upstream.try_acquire().map_err(|after| refused(&upstream, None, after))?;
+        let upstream = upstream.try_acquire_at(now).map_err(|after| refused(&upstream, None, after))?;
         let tool = match &req.tool {
             Some(tool) => match self.breakers.tool(&req.upstream, tool, &self.cfg) {
                 // Refusing here drops the upstream's permit, which frees its probe slot.
-                Some(breaker) => Some(breaker.try_acquire().map_err(|after| refused(&breaker, Some(tool), after))?),
+                Some(breaker) => {
+                    Some(breaker.try_acquire_at(now).map_err(|after| refused(&breaker, Some(tool), after))?)
+                }
                 None => None,
             },
             None => None,
         };
-        Ok(Admission::new(upstream, tool, self.cfg.slow_call))
+        Ok(Admission::new(upstream, tool, now, self.cfg.slow_call))
     }
 }
 

@@ -98,7 +98,12 @@ impl Breaker {
 
     /// Admits a call, or says how long until the breaker may admit one.
     pub fn try_acquire(self: &Arc<Self>) -> Result<Permit, Duration> {
-        let now = Instant::now();
+        self.try_acquire_at(Instant::now())
+    }
+
+    /// [`Breaker::try_acquire`] at `now` (a call admitted by several breakers reads the
+    /// clock once for all of them).
+    pub fn try_acquire_at(self: &Arc<Self>, now: Instant) -> Result<Permit, Duration> {
         let (admitted, change) = {
             let mut inner = self.inner.lock();
             let change = inner.refresh(now);
@@ -164,8 +169,7 @@ impl Breaker {
         inner.cfg = cfg;
     }
 
-    fn settle(&self, permit: &Permit, verdict: Verdict) {
-        let now = Instant::now();
+    fn settle(&self, permit: &Permit, verdict: Verdict, now: Instant) {
         let took = now.saturating_duration_since(permit.acquired);
         let change = self.inner.lock().settle(now, permit.epoch, permit.probe, took, verdict);
         self.report(change);
@@ -248,16 +252,21 @@ impl Permit {
     }
 
     /// Records how the call went.
-    pub fn record(mut self, verdict: Verdict) {
+    pub fn record(self, verdict: Verdict) {
+        self.record_at(verdict, Instant::now());
+    }
+
+    /// Records how the call went, as of `now` (when it ended).
+    pub fn record_at(mut self, verdict: Verdict, now: Instant) {
         self.settled = true;
-        self.breaker.settle(&self, verdict);
+        self.breaker.settle(&self, verdict, now);
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         if !self.settled {
-            self.breaker.settle(self, Verdict::new(Outcome::Ignored));
+            self.breaker.settle(self, Verdict::new(Outcome::Ignored), Instant::now());
         }
     }
 }
