@@ -12,7 +12,7 @@
 //! trailers to [`MAX_HEAD`] bytes.
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
 pub(crate) mod server;
@@ -101,6 +101,103 @@ pub(crate) struct Head {
     pub(crate) status: StatusCode,
     pub(crate) version: Version,
     pub(crate) headers: HeaderMap,
+    /// What its fields say about its framing, noted as they were parsed.
+    pub(crate) framing_fields: FramingFields,
+}
+
+/// What a message's fields say about its framing and its connection, noted field by
+/// field while its head is parsed, so that none of them is looked up by name again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FramingFields {
+    /// Whether any `Transfer-Encoding` field came.
+    transfer_encoding: bool,
+    /// Whether the last transfer coding of those fields is `chunked`.
+    chunked_last: bool,
+    /// `Content-Length`: every field and list item the same decimal number (`None`
+    /// without one), else why not.
+    length: Result<Option<u64>, &'static str>,
+    /// Whether `Connection` holds `close`.
+    close: bool,
+    /// Whether `Connection` holds `keep-alive`.
+    keep_alive: bool,
+    /// Whether the first `Expect` field is `100-continue` (`None` without one).
+    expect_continue: Option<bool>,
+}
+
+impl Default for FramingFields {
+    fn default() -> Self {
+        FramingFields {
+            transfer_encoding: false,
+            chunked_last: false,
+            length: Ok(None),
+            close: false,
+            keep_alive: false,
+            expect_continue: None,
+        }
+    }
+}
+
+impl FramingFields {
+    /// Notes one field, in the order the head has them.
+    pub(crate) fn note(&mut self, name: &HeaderName, value: &HeaderValue) {
+        if *name == TRANSFER_ENCODING {
+            self.transfer_encoding = true;
+            // A value that is not visible ASCII ends with a coding that is not chunked.
+            match value.to_str() {
+                Ok(text) => {
+                    if let Some(coding) = text.split(',').map(str::trim).rfind(|c| !c.is_empty()) {
+                        self.chunked_last = coding.eq_ignore_ascii_case("chunked");
+                    }
+                }
+                Err(_) => self.chunked_last = false,
+            }
+        } else if *name == CONTENT_LENGTH {
+            if let Ok(seen) = self.length {
+                self.length = more_length(seen, value.as_bytes());
+            }
+        } else if *name == CONNECTION {
+            for token in value.as_bytes().split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                self.close |= token.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if *name == EXPECT && self.expect_continue.is_none() {
+            self.expect_continue = Some(value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        }
+    }
+
+    /// Whether any `Transfer-Encoding` field came.
+    pub(crate) fn has_transfer_encoding(&self) -> bool {
+        self.transfer_encoding
+    }
+
+    /// Whether the last transfer coding is `chunked`.
+    pub(crate) fn chunked_last(&self) -> bool {
+        self.chunked_last
+    }
+
+    /// Whether any `Content-Length` field came (well-formed or not).
+    pub(crate) fn has_content_length(&self) -> bool {
+        !matches!(self.length, Ok(None))
+    }
+
+    /// The `Content-Length`, when there is one, else why it cannot be trusted.
+    pub(crate) fn content_length(&self) -> Result<Option<u64>, &'static str> {
+        self.length
+    }
+
+    /// Whether the connection stays open after this message: HTTP/1.0 only when it
+    /// asks with `keep-alive`, later versions unless it says `close`.
+    pub(crate) fn keep_alive(&self, version: Version) -> bool {
+        match version {
+            Version::HTTP_10 => self.keep_alive,
+            _ => !self.close,
+        }
+    }
+
+    /// Whether the first `Expect` field asks for `100 Continue`.
+    pub(crate) fn expects_continue(&self) -> bool {
+        self.expect_continue == Some(true)
+    }
 }
 
 /// Takes an answer head off the start of `buf` once `buf` holds all of it (`None` while
@@ -135,14 +232,16 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolErr
         .collect();
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(spans.len());
+    let mut framing_fields = FramingFields::default();
     for &(name_from, name_to, value_from, value_to) in &spans {
         let name =
             HeaderName::from_bytes(&head[name_from..name_to]).map_err(|_| ProtocolError::Head("bad field name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value_from..value_to))
             .map_err(|_| ProtocolError::Head("bad field value"))?;
+        framing_fields.note(&name, &value);
         headers.append(name, value);
     }
-    Ok(Some(Head { status, version, headers }))
+    Ok(Some(Head { status, version, headers, framing_fields }))
 }
 
 /// How an answer's body is delimited (RFC 9112 §6.3), and whether the connection can
@@ -166,22 +265,19 @@ pub(crate) enum BodyLength {
 
 /// The framing of an answer with `head` (never a 1xx one).
 pub(crate) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
-    let headers = &head.headers;
-    let mut keep_alive = match head.version {
-        Version::HTTP_10 => has_token(headers, CONNECTION, "keep-alive"),
-        _ => !has_token(headers, CONNECTION, "close"),
-    };
+    let fields = &head.framing_fields;
+    let mut keep_alive = fields.keep_alive(head.version);
     if head.status == StatusCode::NO_CONTENT || head.status == StatusCode::NOT_MODIFIED {
         return Ok(Framing { body: BodyLength::Exact(0), keep_alive });
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if fields.has_transfer_encoding() {
         // Chunked only when it is the last coding; anything else runs until the close.
-        if chunked_last(headers) && head.version != Version::HTTP_10 {
+        if fields.chunked_last() && head.version != Version::HTTP_10 {
             return Ok(Framing { body: BodyLength::Chunked, keep_alive });
         }
         return Ok(Framing { body: BodyLength::UntilClose, keep_alive: false });
     }
-    Ok(match content_length(headers).map_err(ProtocolError::Framing)? {
+    Ok(match fields.content_length().map_err(ProtocolError::Framing)? {
         Some(n) => Framing { body: BodyLength::Exact(n), keep_alive },
         None => {
             keep_alive = false;
@@ -190,29 +286,17 @@ pub(crate) fn framing(head: &Head) -> Result<Framing, ProtocolError> {
     })
 }
 
-/// Whether the last transfer coding of a message's `Transfer-Encoding` is `chunked`.
-fn chunked_last(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
-        .map(str::trim)
-        .rfind(|c| !c.is_empty())
-        .is_some_and(|c| c.eq_ignore_ascii_case("chunked"))
-}
-
-/// A message's `Content-Length`, when it has one: every field and list item the same
-/// decimal number, else why not.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let n = decimal(part.trim_ascii()).ok_or("Content-Length is not a number")?;
-            if length.is_some_and(|seen| seen != n) {
-                return Err("Content-Length fields disagree");
-            }
-            length = Some(n);
+/// The `Content-Length` of a message after one more field, `value`, given what the
+/// fields before it said: every field and list item the same decimal number, else why
+/// not.
+fn more_length(seen: Option<u64>, value: &[u8]) -> Result<Option<u64>, &'static str> {
+    let mut length = seen;
+    for part in value.split(|&b| b == b',') {
+        let n = decimal(part.trim_ascii()).ok_or("Content-Length is not a number")?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err("Content-Length fields disagree");
         }
+        length = Some(n);
     }
     Ok(length)
 }

@@ -6,10 +6,10 @@ use std::cell::RefCell;
 use std::time::SystemTime;
 
 use bytes::{BufMut, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, DATE, EXPECT, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
-use super::{BodyLength, MAX_HEAD, MAX_HEADERS, has_token};
+use super::{BodyLength, FramingFields, MAX_HEAD, MAX_HEADERS};
 
 /// A request head, taken off the connection's buffer.
 #[derive(Debug)]
@@ -73,6 +73,7 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1))
         .map_err(|_| HeadError::Malformed("bad request target"))?;
     let mut headers = HeaderMap::with_capacity(spans.len());
+    let mut fields = FramingFields::default();
     for &(name_at, name_len, value_at, value_len) in &spans {
         let name = &head[name_at..name_at + name_len];
         let name = match mcp_name(name) {
@@ -81,16 +82,12 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
         };
         let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_at + value_len))
             .map_err(|_| HeadError::Malformed("bad field value"))?;
+        fields.note(&name, &value);
         headers.append(name, value);
     }
-    let (body, smuggling_guard) = request_framing(&headers)?;
-    let keep_alive = !smuggling_guard
-        && match version {
-            Version::HTTP_10 => has_token(&headers, CONNECTION, "keep-alive"),
-            _ => !has_token(&headers, CONNECTION, "close"),
-        };
-    let expects_continue = version == Version::HTTP_11
-        && headers.get(EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let (body, smuggling_guard) = request_framing(&fields)?;
+    let keep_alive = !smuggling_guard && fields.keep_alive(version);
+    let expects_continue = version == Version::HTTP_11 && fields.expects_continue();
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
@@ -117,14 +114,14 @@ fn mcp_name(name: &[u8]) -> Option<HeaderName> {
 /// How a request's body is framed (RFC 9112 §6.3), and whether the connection must close
 /// after the answer: a request with both `Transfer-Encoding` and `Content-Length` is read
 /// by its chunks, but nothing after it on that connection is trusted.
-fn request_framing(headers: &HeaderMap) -> Result<(BodyLength, bool), HeadError> {
-    if headers.contains_key(TRANSFER_ENCODING) {
-        if !super::chunked_last(headers) {
+fn request_framing(fields: &FramingFields) -> Result<(BodyLength, bool), HeadError> {
+    if fields.has_transfer_encoding() {
+        if !fields.chunked_last() {
             return Err(HeadError::Malformed("a transfer coding other than chunked last"));
         }
-        return Ok((BodyLength::Chunked, headers.contains_key(CONTENT_LENGTH)));
+        return Ok((BodyLength::Chunked, fields.has_content_length()));
     }
-    let length = super::content_length(headers).map_err(HeadError::Malformed)?;
+    let length = fields.content_length().map_err(HeadError::Malformed)?;
     Ok((BodyLength::Exact(length.unwrap_or(0)), false))
 }
 
@@ -252,6 +249,15 @@ mod tests {
         assert!(!both.keep_alive, "nothing after a request with both is trusted");
         assert!(!head("Connection: close\r\n").unwrap().keep_alive);
         assert!(head("Expect: 100-Continue\r\n").unwrap().expects_continue);
+        // Fields of one name count together, in their order.
+        assert_eq!(head("Content-Length: 5\r\nContent-Length: 5\r\n").unwrap().body, BodyLength::Exact(5));
+        assert!(head("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n").is_err());
+        assert_eq!(
+            head("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n").unwrap().body,
+            BodyLength::Chunked
+        );
+        assert!(!head("Connection: keep-alive, Close\r\n").unwrap().keep_alive);
+        assert!(!head("Expect: nothing\r\nExpect: 100-continue\r\n").unwrap().expects_continue, "the first one counts");
         let old = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().0;
         assert!(!old.keep_alive && old.request.version() == Version::HTTP_10);
         assert!(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap().unwrap().0.keep_alive);
