@@ -341,6 +341,17 @@ async fn the_file_sets_the_number_of_worker_threads() {
         assert_eq!(text_of(r.result()), format!("w{n}"), "{}", r.raw);
     }
 
+    // A reload keeps the number in force, and says so.
+    let pid = gw.proc.id().unwrap();
+    let fewer = gw.config_path.with_extension("yaml.new");
+    std::fs::write(&fewer, format!("workers: 1\nupstreams:\n  - name: d\n    url: {}\n", up.url)).unwrap();
+    std::fs::rename(&fewer, &gw.config_path).unwrap();
+    common::until_logged(&gw, &["the values in force stay until a restart section=\"workers\""]).await;
+    assert_eq!(worker_threads(pid), 3);
+    let c = Client::connect(&gw.upstream_url("d"), json!({})).await;
+    let r = c.request(1, "tools/call", json!({"name": "echo", "arguments": {"message": "after"}})).await;
+    assert_eq!(text_of(r.result()), "after", "{}", r.raw);
+
     let default = Seawall::start(&format!("upstreams:\n  - name: d\n    url: {}\n", up.url)).await;
     let cores = match std::env::var("TOKIO_WORKER_THREADS").ok().and_then(|n| n.parse::<usize>().ok()) {
         Some(n) if n > 0 => n,
