@@ -30,6 +30,28 @@ fn plain(size: usize, align: usize) -> bool {
     align <= BLOCK_ALIGN && align <= size
 }
 
+/// A block for `layout` from `plain` where every block has its alignment, else from
+/// `aligned` (the same allocation's aligned entry point).
+///
+/// # Safety
+///
+/// `layout` has a non-zero size, as `GlobalAlloc::alloc` requires.
+#[inline]
+unsafe fn allocate(
+    layout: Layout,
+    plain_entry: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_entry: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: FFI calls with a size and a power-of-two alignment from a `Layout`.
+    unsafe {
+        if plain(layout.size(), layout.align()) {
+            plain_entry(layout.size()).cast()
+        } else {
+            aligned_entry(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every block comes from mimalloc and goes back to it (`mi_free` takes blocks of
 // the plain and the aligned entry points alike); a plain block is used only where
 // mimalloc guarantees its alignment (`plain`), and the aligned entry points honour any
@@ -37,26 +59,14 @@ fn plain(size: usize, align: usize) -> bool {
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: FFI calls with a size and a power-of-two alignment from a `Layout`.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: `layout` comes from the caller of `alloc`, as `allocate` needs.
+        unsafe { allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]
