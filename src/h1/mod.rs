@@ -200,6 +200,30 @@ impl FramingFields {
     }
 }
 
+/// The name of a header field: the usual ones of MCP requests and answers matched here
+/// (a few comparisons, no copy), the rest parsed by `http`.
+pub(crate) fn field_name(name: &[u8]) -> Result<HeaderName, http::header::InvalidHeaderName> {
+    use http::header::{ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_TYPE, DATE, USER_AGENT};
+    const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+    const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+    let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+    Ok(match name.len() {
+        4 if is(b"host") => HOST,
+        4 if is(b"date") => DATE,
+        6 if is(b"accept") => ACCEPT,
+        10 if is(b"connection") => CONNECTION,
+        10 if is(b"user-agent") => USER_AGENT,
+        12 if is(b"content-type") => CONTENT_TYPE,
+        13 if is(b"authorization") => AUTHORIZATION,
+        14 if is(b"content-length") => CONTENT_LENGTH,
+        14 if is(b"mcp-session-id") => SESSION,
+        15 if is(b"accept-encoding") => ACCEPT_ENCODING,
+        17 if is(b"transfer-encoding") => TRANSFER_ENCODING,
+        20 if is(b"mcp-protocol-version") => VERSION,
+        _ => return HeaderName::from_bytes(name),
+    })
+}
+
 /// Takes an answer head off the start of `buf` once `buf` holds all of it (`None` while
 /// it may still come). The field values are slices of the head's bytes, not copies.
 pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolError> {
@@ -234,8 +258,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ProtocolErr
     let mut headers = HeaderMap::with_capacity(spans.len());
     let mut framing_fields = FramingFields::default();
     for &(name_from, name_to, value_from, value_to) in &spans {
-        let name =
-            HeaderName::from_bytes(&head[name_from..name_to]).map_err(|_| ProtocolError::Head("bad field name"))?;
+        let name = field_name(&head[name_from..name_to]).map_err(|_| ProtocolError::Head("bad field name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value_from..value_to))
             .map_err(|_| ProtocolError::Head("bad field value"))?;
         framing_fields.note(&name, &value);
@@ -507,6 +530,38 @@ mod tests {
 
     fn head(text: &str) -> Head {
         parse(text.as_bytes()).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn field_names_matched_on_the_way_are_those_http_would_parse() {
+        let names = [
+            "Host",
+            "DATE",
+            "accept",
+            "Connection",
+            "user-agent",
+            "Content-Type",
+            "authorization",
+            "Content-Length",
+            "Mcp-Session-Id",
+            "accept-encoding",
+            "Transfer-Encoding",
+            "MCP-Protocol-Version",
+            // Of a known length, not known.
+            "hosx",
+            "x-forwarded",
+            "content-typf",
+            "mcp-session-ix",
+            "x",
+            "Last-Event-ID",
+        ];
+        for name in names {
+            let parsed = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            assert_eq!(field_name(name.as_bytes()).unwrap(), parsed, "{name}");
+        }
+        for bad in ["", "bad name", "a:b", "caf\u{e9}"] {
+            assert!(field_name(bad.as_bytes()).is_err(), "{bad:?}");
+        }
     }
 
     /// Decodes `wire` (a body as it arrives) fed in pieces of `step` bytes; what the

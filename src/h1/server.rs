@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use bytes::{BufMut, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
-use super::{BodyLength, FramingFields, MAX_HEAD, MAX_HEADERS};
+use super::{BodyLength, FramingFields, MAX_HEAD, MAX_HEADERS, field_name};
 
 /// A request head, taken off the connection's buffer.
 #[derive(Debug)]
@@ -76,10 +76,7 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     let mut fields = FramingFields::default();
     for &(name_at, name_len, value_at, value_len) in &spans {
         let name = &head[name_at..name_at + name_len];
-        let name = match mcp_name(name) {
-            Some(name) => name,
-            None => HeaderName::from_bytes(name).map_err(|_| HeadError::Malformed("bad field name"))?,
-        };
+        let name = field_name(name).map_err(|_| HeadError::Malformed("bad field name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value_at..value_at + value_len))
             .map_err(|_| HeadError::Malformed("bad field value"))?;
         fields.note(&name, &value);
@@ -94,21 +91,6 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     *request.version_mut() = version;
     *request.headers_mut() = headers;
     Ok(Some(RequestHead { request, body, keep_alive, expects_continue }))
-}
-
-/// The fields every MCP request of the session era carries, which `http` has no
-/// constants for: matched here, so that their names are not copied into buffers of
-/// their own on every request.
-fn mcp_name(name: &[u8]) -> Option<HeaderName> {
-    const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
-    const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-    if name.eq_ignore_ascii_case(b"mcp-session-id") {
-        Some(SESSION)
-    } else if name.eq_ignore_ascii_case(b"mcp-protocol-version") {
-        Some(VERSION)
-    } else {
-        None
-    }
 }
 
 /// How a request's body is framed (RFC 9112 §6.3), and whether the connection must close

@@ -286,12 +286,15 @@ async fn open(host: &str, port: u16) -> io::Result<TcpStream> {
 /// The `Host` header for `authority`: its host and any port but the default, never its
 /// user information.
 fn host_header(authority: &Authority) -> std::borrow::Cow<'_, str> {
-    let port = authority.port_u16();
-    // The usual authority is already the header, as written.
-    if port != Some(80) && !authority.as_str().contains('@') {
-        return authority.as_str().into();
+    // The usual authority is already the header, as written: seen from its text, as
+    // parsing its port costs more than the rest of the request head.
+    let text = authority.as_str();
+    let port_text = text.rsplit_once(':').map(|(_, port)| port).filter(|port| !port.contains(']'));
+    let default_port = port_text.is_some_and(|port| port.parse::<u16>() == Ok(80));
+    if !default_port && !text.contains('@') {
+        return text.into();
     }
-    match port {
+    match authority.port_u16() {
         Some(port) if port != 80 => format!("{}:{port}", authority.host()).into(),
         _ => authority.host().into(),
     }
@@ -395,6 +398,9 @@ mod tests {
         assert_eq!(of("[::1]:9000"), "[::1]:9000");
         assert_eq!(of("example.com"), "example.com");
         assert_eq!(of("user@[::1]:80"), "[::1]");
+        assert_eq!(of("example.com:080"), "example.com");
+        assert_eq!(of("[::1]"), "[::1]");
+        assert_eq!(of("[::80]:8080"), "[::80]:8080");
     }
 
     async fn get(pool: &Arc<Pool>, uri: &Uri) {
