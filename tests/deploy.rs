@@ -52,6 +52,29 @@ fn authority(url: &str) -> &str {
 // ---------------------------------------------------------------------------------------
 
 #[test]
+fn the_hot_function_list_is_the_one_the_build_and_the_image_use() {
+    // build.rs hands this file to the linker; the image copies both.
+    let build = read("build.rs");
+    assert!(build.contains("const ORDER: &str = \"deploy/link-order.txt\";"), "build.rs reads deploy/link-order.txt");
+    let dockerfile = read("deploy/Dockerfile");
+    assert!(dockerfile.contains("COPY Cargo.toml Cargo.lock build.rs ./"), "the image builds with build.rs");
+    assert!(dockerfile.contains("COPY deploy/link-order.txt ./deploy/link-order.txt"), "and with the list");
+    // The image strips after the build: a profile setting would rename what the list names.
+    assert!(!dockerfile.contains("CARGO_PROFILE_PRODUCTION"), "the image builds the profile as Cargo.toml has it");
+
+    // The list names functions (mangled, one per line), the request path's among them.
+    let list = read("deploy/link-order.txt");
+    let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    assert!(names.len() >= 100, "{} functions", names.len());
+    assert!(names.iter().all(|n| !n.contains(char::is_whitespace)), "one name per line");
+    for part in
+        ["downstream5http19read_head", "jsonrpc6decode", "2h16server18encode_answer_head", "seawall..routing..Routes"]
+    {
+        assert!(names.iter().any(|n| n.contains(part)), "the list has {part}");
+    }
+}
+
+#[test]
 fn the_dockerfile_builds_on_the_rust_version_and_runs_unprivileged_with_a_health_check() {
     let dockerfile = read("deploy/Dockerfile");
     assert!(!repo().join("deploy/Containerfile").exists(), "one image file: deploy/Dockerfile");
