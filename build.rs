@@ -7,9 +7,11 @@
 //! places them in that order, so that the call's code sits in a few hundred kilobytes of
 //! pages instead of being scattered over the whole program.
 //!
-//! Only optimised builds of the `seawall` binary for x86-64 Linux (GNU) use it: there
-//! the linker is LLD (Rust's default since 1.90), which takes the list. A name the build
-//! does not have is skipped without a word, so a stale list costs nothing but the gain.
+//! Only the `production` profile's build of the `seawall` binary for x86-64 Linux (GNU)
+//! uses it: the list names functions as that profile's build names them (the profile's
+//! settings are part of every generic function's name), and there the linker is LLD
+//! (Rust's default since 1.90), which takes the list. A name the build does not have is
+//! skipped without a word, so a stale list costs nothing but the gain.
 //! `SEAWALL_LINK_ORDER=0` builds without it (for a toolchain set up with another linker).
 
 use std::path::Path;
@@ -23,9 +25,12 @@ fn main() {
     let lld_target = env("CARGO_CFG_TARGET_ARCH") == "x86_64"
         && env("CARGO_CFG_TARGET_OS") == "linux"
         && env("CARGO_CFG_TARGET_ENV") == "gnu";
-    let optimised = !matches!(env("OPT_LEVEL").as_str(), "" | "0");
+    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
+    let out_dir = env("OUT_DIR");
+    let profile = Path::new(&out_dir).ancestors().nth(3).and_then(Path::file_name);
+    let production = profile.is_some_and(|name| name == "production");
     let order = Path::new(&env("CARGO_MANIFEST_DIR")).join(ORDER);
-    if wanted && lld_target && optimised && order.is_file() {
+    if wanted && lld_target && production && order.is_file() {
         println!("cargo:rustc-link-arg-bin=seawall=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bin=seawall=-Wl,--no-warn-symbol-ordering");
     }
