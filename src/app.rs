@@ -124,7 +124,7 @@ pub(crate) fn routing(
     let router =
         Arc::new(Router::new(upstreams, config.name_separator.clone(), Arc::clone(breakers), Arc::clone(&rewriter)));
     let client = client_stack(Arc::clone(&router), rewriter, parts.clone(), layers);
-    Routing { router, client }
+    Routing { router, client: crate::workers::PerWorker::new(client) }
 }
 
 /// The client half of the request path, outermost layer first: what every client request
@@ -290,7 +290,7 @@ pub(crate) fn upstream_handle(
         prefixed: Default::default(),
     };
     let slots = Slots::new(policy.concurrency);
-    let service = upstream_stack(&policy, &slots, breakers);
+    let service = crate::workers::PerWorker::new(upstream_stack(&policy, &slots, breakers));
     UpstreamHandle { name: Arc::from(up.name.as_str()), connector, policy, service, slots }
 }
 
@@ -373,6 +373,7 @@ impl Core {
         };
         let layers = ClientLayers::new(config)?;
         let Routing { router, client } = routing(config, Arc::clone(&upstreams), &breakers, &parts, layers.clone());
+        let client = client.shared().clone();
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal)

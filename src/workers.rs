@@ -61,6 +61,7 @@ impl Workers {
             })?;
         }
         drop(started);
+        STARTED.store(handles.len(), Ordering::Relaxed);
         for _ in &handles {
             // A thread that failed to start has dropped its sender: no wait for it.
             if running.recv().is_err() {
@@ -92,6 +93,79 @@ impl Workers {
         drop(self.handles[n].spawn(future));
     }
 }
+
+/// A service stack kept once per worker thread and called there in place.
+///
+/// A tower service is called through `&mut self`, so a stack shared by every request is
+/// cloned for each one: a boxed copy of every layer, and every shared part's reference
+/// count written up and down again, from every worker. Each worker here clones the stack
+/// once and keeps calling its own copy; threads that are not workers (the main runtime,
+/// tests) clone it per call as before.
+pub(crate) struct PerWorker<S> {
+    shared: S,
+    copies: Box<[WorkerCopy<S>]>,
+}
+
+/// One worker's copy, on a cache line of its own.
+#[repr(align(128))]
+struct WorkerCopy<S>(parking_lot::Mutex<Option<S>>);
+
+/// How many workers a [`PerWorker`] keeps copies for: the count last started, at least
+/// one per core (the default), and those started later fall back to cloning.
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+impl<S: Clone> PerWorker<S> {
+    /// Copies of `shared` for the workers, each made on the worker's first call.
+    pub(crate) fn new(shared: S) -> PerWorker<S> {
+        PerWorker::with_copies(shared, STARTED.load(Ordering::Relaxed).max(per_core()))
+    }
+
+    /// Copies of `shared` for workers `0..count`.
+    fn with_copies(shared: S, count: usize) -> PerWorker<S> {
+        let copies = (0..count.min(MAX_COPIES)).map(|_| WorkerCopy(parking_lot::Mutex::new(None))).collect();
+        PerWorker { shared, copies }
+    }
+
+    /// The stack every copy is cloned from.
+    pub(crate) fn shared(&self) -> &S {
+        &self.shared
+    }
+
+    /// Runs `f` with the current worker's copy; gives `arg` back off the workers (or
+    /// when the copy is already in use further up this thread's stack).
+    pub(crate) fn with_copy<A, R>(&self, arg: A, f: impl FnOnce(&mut S, A) -> R) -> Result<R, A> {
+        let Some(copy) = self.copies.get(home()) else { return Err(arg) };
+        let Some(mut copy) = copy.0.try_lock() else { return Err(arg) };
+        Ok(f(copy.get_or_insert_with(|| self.shared.clone()), arg))
+    }
+}
+
+impl<Req, Rsp, E> PerWorker<tower::util::BoxCloneSyncService<Req, Rsp, E>>
+where
+    Req: Send + 'static,
+    Rsp: Send + 'static,
+    E: Send + 'static,
+{
+    /// Calls the stack with `req`: this worker's copy when it is ready at once (every
+    /// layer of seawall's stacks is), else a clone of the shared stack, awaited ready.
+    pub(crate) fn call(&self, req: Req) -> crate::call::BoxFuture<'static, Result<Rsp, E>> {
+        use tower::{Service, ServiceExt};
+        let ready_call = self.with_copy(req, |svc, req| {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            match svc.poll_ready(&mut cx) {
+                std::task::Poll::Ready(Ok(())) => Ok(svc.call(req)),
+                _ => Err(req),
+            }
+        });
+        match ready_call {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(req)) | Err(req) => Box::pin(self.shared.clone().oneshot(req)),
+        }
+    }
+}
+
+/// At most this many workers keep copies of a stack.
+const MAX_COPIES: usize = 64;
 
 /// The default number of workers: `TOKIO_WORKER_THREADS`, or one per core.
 fn per_core() -> usize {
@@ -128,5 +202,76 @@ mod tests {
         seen.sort();
         let expected = |n: usize| (n, Some(format!("seawall-wrk-{n}")));
         assert_eq!(seen, vec![expected(0), expected(0), expected(1), expected(1)]);
+    }
+
+    /// A ready service that counts how often it was cloned and called.
+    #[derive(Default)]
+    struct Counted {
+        clones: Arc<AtomicUsize>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Counted {
+            self.clones.fetch_add(1, Ordering::SeqCst);
+            Counted { clones: Arc::clone(&self.clones), calls: Arc::clone(&self.calls) }
+        }
+    }
+
+    impl tower::Service<u32> for Counted {
+        type Response = u32;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<u32, std::convert::Infallible>>;
+
+        fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, n: u32) -> Self::Future {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Ok(n + 1))
+        }
+    }
+
+    #[test]
+    fn each_worker_calls_a_copy_of_its_own_and_other_threads_clone_per_call() {
+        let counted = Counted::default();
+        let (clones, calls) = (Arc::clone(&counted.clones), Arc::clone(&counted.calls));
+        let service = Arc::new(PerWorker::with_copies(tower::util::BoxCloneSyncService::new(counted), 2));
+        let workers = Workers::start(2).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for n in 0..8 {
+            let (service, tx) = (Arc::clone(&service), tx.clone());
+            workers.spawn(async move {
+                let _ = tx.send(service.call(n).await);
+            });
+        }
+        let mut answers: Vec<u32> = (0..8).map(|_| rx.recv().unwrap().unwrap()).collect();
+        answers.sort_unstable();
+        assert_eq!(answers, (1..=8).collect::<Vec<_>>());
+        assert_eq!(calls.load(Ordering::SeqCst), 8);
+        assert_eq!(clones.load(Ordering::SeqCst), 2, "one copy per worker, made on its first call");
+        // Off the workers: a clone per call.
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        assert_eq!(rt.block_on(service.call(41)).unwrap(), 42);
+        assert_eq!(clones.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_copy_in_use_further_up_the_thread_gives_the_argument_back() {
+        let copies = PerWorker::with_copies(0u32, 1);
+        let workers = Workers::start(1).unwrap();
+        let copies = Arc::new(copies);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let inner = Arc::clone(&copies);
+        workers.spawn(async move {
+            let nested = inner.with_copy("outer", |n, outer| {
+                *n += 1;
+                (outer, inner.with_copy("inner", |_, arg| arg))
+            });
+            let _ = tx.send(nested);
+        });
+        assert_eq!(rx.recv().unwrap(), Ok(("outer", Err("inner"))));
+        assert_eq!(copies.with_copy((), |_, ()| ()), Err(()), "not a worker thread");
     }
 }

@@ -12,7 +12,6 @@ use arc_swap::ArcSwap;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tower::ServiceExt;
 
 use crate::call::{EVENT_BUFFER, Link, events};
 use crate::client::{Answered, ClientRequest, ClientService};
@@ -24,6 +23,7 @@ use crate::session::relay::{self, ProgressMap};
 use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::upstream::registry::Upstreams;
+use crate::workers::PerWorker;
 
 pub use initialize::InitError;
 pub(crate) use modern::{ModernAnswer, ModernRequest};
@@ -48,8 +48,8 @@ pub struct Gateway {
 pub struct Routing {
     /// The router, with the upstreams and their stacks.
     pub router: Arc<Router>,
-    /// The client stack over it.
-    pub client: ClientService,
+    /// The client stack over it, kept once per worker.
+    pub client: PerWorker<ClientService>,
 }
 
 /// The encoded answer to one request.
@@ -76,7 +76,7 @@ pub(crate) struct ModernCaller {
 impl Gateway {
     /// A gateway whose requests go through `client` (the client stack over `router`).
     pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
-        let routing = Arc::new(ArcSwap::from_pointee(Routing { router, client }));
+        let routing = Arc::new(ArcSwap::from_pointee(Routing { router, client: PerWorker::new(client) }));
         Gateway { routing, sessions, contexts: modern::Contexts::default(), access: None }
     }
 
@@ -172,8 +172,7 @@ impl Gateway {
             request.peer = caller.peer.or(request.peer);
         }
         let answered = {
-            let client = self.routing.load().client.clone();
-            let answering = client.oneshot(request);
+            let answering = self.routing.load().client.call(request);
             tokio::pin!(answering);
             loop {
                 tokio::select! {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use serde_json::json;
 use serde_json::value::RawValue;
-use tower::ServiceExt;
 
 use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, CallTrace, Clock, EventSink, GatewayError, Reply, UpstreamCall};
@@ -176,7 +175,7 @@ impl Router {
                 ..CallTrace::default()
             },
         };
-        handle.service.clone().oneshot(req).await
+        handle.service.call(req).await
     }
 
     /// What the gateway knows of a tool; a tool the catalog has not seen makes seawall

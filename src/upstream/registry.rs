@@ -48,8 +48,8 @@ pub struct UpstreamHandle {
     pub connector: Connector,
     /// Its settings (defaults with per-upstream overrides applied) and tool catalog.
     pub policy: UpstreamSettings,
-    /// The request stack in front of it.
-    pub service: UpstreamService,
+    /// The request stack in front of it, kept once per worker.
+    pub service: crate::workers::PerWorker<UpstreamService>,
     /// Its load-shedding slots (the stack's first layer), read for the in-flight gauge.
     pub slots: Arc<Slots>,
 }
