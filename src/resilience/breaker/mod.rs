@@ -35,9 +35,13 @@ mod window;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
+use futures::future::Either;
 use tower::Service;
 
 pub use layer::BreakerLayer;
@@ -48,7 +52,7 @@ pub use window::Totals;
 
 use admission::Admission;
 
-use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
+use crate::call::{Answer, GatewayError, Link, UpstreamCall};
 use crate::config::BreakerConfig;
 
 /// Refuses calls while their upstream's or tool's breaker is open, bounds probes by
@@ -95,7 +99,7 @@ where
 {
     type Response = Answer;
     type Error = GatewayError;
-    type Future = CallFuture;
+    type Future = Either<std::future::Ready<Result<Answer, GatewayError>>, Admitted<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -104,34 +108,71 @@ where
     fn call(&mut self, mut req: UpstreamCall) -> Self::Future {
         let admission = match self.admit(&req) {
             Ok(admission) => admission,
-            Err(refused) => return Box::pin(std::future::ready(Err(refused))),
+            Err(refused) => return Either::Left(std::future::ready(Err(refused))),
         };
-        let probe_timeout = admission.probing().then_some(self.cfg.probe_timeout);
-        req.trace.breaker = Some(if probe_timeout.is_some() { "half_open" } else { "closed" });
-        let upstream = Arc::clone(&req.upstream);
-        let target = Arc::clone(&req.target);
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let result = match probe_timeout {
-                Some(after) => match tokio::time::timeout(after, fut).await {
-                    Ok(result) => result,
-                    Err(_elapsed) => Err(GatewayError::AttemptTimeout { upstream, after, endpoint: None }),
-                },
-                None => fut.await,
-            };
+        let probe = admission.probing().then(|| {
+            let after = self.cfg.probe_timeout;
+            (Box::pin(tokio::time::sleep(after)), after)
+        });
+        req.trace.breaker = Some(if probe.is_some() { "half_open" } else { "closed" });
+        let (upstream, target) = (Arc::clone(&req.upstream), Arc::clone(&req.target));
+        Either::Right(Admitted { inner: self.inner.call(req), probe, upstream, ends: Some(Ends { admission, target }) })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call the breakers admitted: its attempt, cut short at the probe timeout when it
+    /// is a probe, and counted on the breakers once it ends. Dropped unfinished (the
+    /// client went away), it counts on none.
+    pub struct Admitted<F> {
+        #[pin]
+        inner: F,
+        // Boxed: only a probe has one, and the usual call's future stays small.
+        probe: Option<(Pin<Box<tokio::time::Sleep>>, Duration)>,
+        upstream: Arc<str>,
+        ends: Option<Ends>,
+    }
+}
+
+/// What [`Admitted`] needs when its call ends.
+struct Ends {
+    admission: Admission,
+    target: Link,
+}
+
+impl<F> Future for Admitted<F>
+where
+    F: Future<Output = Result<Answer, GatewayError>>,
+{
+    type Output = Result<Answer, GatewayError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = match this.inner.poll(cx) {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                let Some((sleep, after)) = this.probe.as_mut() else { return Poll::Pending };
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                Err(GatewayError::AttemptTimeout { upstream: Arc::clone(this.upstream), after: *after, endpoint: None })
+            }
+        };
+        if let Some(Ends { admission, target }) = this.ends.take() {
             // One replica that fails or hangs while another is healthy is that replica's
             // failure, ejected by outlier detection and retried elsewhere: it says nothing
             // about the tool or the upstream as a whole.
-            if let Err(e) = &result
-                && let Some(endpoint) = e.endpoint()
-                && e.class().health.is_endpoint_failure()
-                && target.has_spare(endpoint)
-            {
-                admission.finish_ignored();
-                return result;
+            match &result {
+                Err(e)
+                    if e.endpoint().is_some_and(|endpoint| {
+                        e.class().health.is_endpoint_failure() && target.has_spare(endpoint)
+                    }) =>
+                {
+                    admission.finish_ignored()
+                }
+                _ => admission.finish(&result),
             }
-            admission.finish(&result);
-            result
-        })
+        }
+        Poll::Ready(result)
     }
 }
