@@ -2,12 +2,15 @@
 //! queue; beyond it, an immediate refusal ([`GatewayError::Overloaded`]) rather than
 //! an ever-growing backlog that would time out anyway.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use futures::future::Either;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Layer, Service};
 
 use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
@@ -95,20 +98,45 @@ where
 {
     type Response = Answer;
     type Error = GatewayError;
-    type Future = CallFuture;
+    type Future = Either<Permitted<S::Future>, CallFuture>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: UpstreamCall) -> Self::Future {
+        // The usual call: a slot is free and the stack below is ready (its layers always
+        // are), so the call goes on at once, holding the slot, without a future of its own.
+        if let Ok(permit) = Arc::clone(&self.slots.permits).try_acquire_owned() {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            if let Poll::Ready(Ok(())) = self.inner.poll_ready(&mut cx) {
+                return Either::Left(Permitted { inner: self.inner.call(req), _permit: permit });
+            }
+        }
         let mut inner = self.inner.clone();
         let slots = Arc::clone(&self.slots);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             let _permit = slots.acquire(&req.upstream).await?;
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             inner.call(req).await
-        })
+        }))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call holding its upstream slot until it ends (all its attempts).
+    pub struct Permitted<F> {
+        #[pin]
+        inner: F,
+        _permit: OwnedSemaphorePermit,
+    }
+}
+
+impl<F: Future> Future for Permitted<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
     }
 }
 
@@ -138,5 +166,40 @@ mod tests {
         assert!(matches!(slots.acquire("u").await, Err(GatewayError::Overloaded { .. })));
         assert_eq!(started.elapsed(), Duration::from_secs(1));
         drop(c);
+    }
+
+    /// Through the layer: a call holds its slot until it ends, whether it got the slot
+    /// at once or after waiting in the queue, and one past the queue is refused.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_holds_its_slot_until_it_ends() {
+        use tower::ServiceExt;
+        let slots = Slots::new(ConcurrencyConfig { max_in_flight: 1, queue: 1, queue_timeout: Duration::from_secs(5) });
+        let release = Arc::new(tokio::sync::Notify::new());
+        let inner = {
+            let release = Arc::clone(&release);
+            tower::service_fn(move |_req: UpstreamCall| {
+                let release = Arc::clone(&release);
+                async move {
+                    release.notified().await;
+                    crate::resilience::testing::ok()
+                }
+            })
+        };
+        let svc = LoadShedLayer::new(Arc::clone(&slots)).layer(inner);
+        let call = || crate::resilience::testing::call(true, Duration::from_secs(30));
+        let first = tokio::spawn(svc.clone().oneshot(call()));
+        tokio::task::yield_now().await;
+        assert_eq!(slots.in_flight(), 1, "the first call took the slot at once");
+        let queued = tokio::spawn(svc.clone().oneshot(call()));
+        tokio::task::yield_now().await;
+        let refused = svc.clone().oneshot(call()).await;
+        assert!(matches!(refused, Err(GatewayError::Overloaded { .. })), "the queue holds one");
+        release.notify_one();
+        assert!(first.await.unwrap().is_ok());
+        tokio::task::yield_now().await;
+        assert_eq!(slots.in_flight(), 1, "the queued call has the slot now");
+        release.notify_one();
+        assert!(queued.await.unwrap().is_ok());
+        assert_eq!(slots.in_flight(), 0);
     }
 }
