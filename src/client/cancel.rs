@@ -2,12 +2,15 @@
 //! future is dropped (which cancels the upstream call) and the answer is -32800. The end
 //! of a shutdown's grace period ends every request the same way, answered -32014.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
-use super::{ClientFuture, ClientRequest};
+use super::ClientRequest;
 use crate::call::{GatewayError, Reply};
+use crate::session::signal::CancelSignal;
 use crate::signals::Drain;
 
 /// Applies [`Cancel`].
@@ -45,25 +48,46 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = ClientFuture;
+    type Future = Cancellable<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
-        let Some(cancel) = req.cancel.take() else {
-            // Not admitted, so not cancellable: nothing to wait for besides the answer.
-            return Box::pin(self.inner.call(req));
-        };
-        let drain = self.drain.clone();
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Err(if drain.is_expired() { GatewayError::ShuttingDown } else { GatewayError::Cancelled }),
-                result = fut => result,
-            }
-        })
+        // Not admitted, so not cancellable: nothing to wait for besides the answer.
+        let cancel = req.cancel.take();
+        Cancellable { inner: self.inner.call(req), cancel, drain: self.drain.clone() }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer, or its end when its client cancels it first.
+    pub struct Cancellable<F> {
+        #[pin]
+        inner: F,
+        cancel: Option<CancelSignal>,
+        drain: Drain,
+    }
+}
+
+impl<F> Future for Cancellable<F>
+where
+    F: Future<Output = Result<Reply, GatewayError>>,
+{
+    type Output = Result<Reply, GatewayError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Some(cancel) = this.cancel.as_ref()
+            && std::pin::pin!(cancel.cancelled()).poll(cx).is_ready()
+        {
+            return Poll::Ready(Err(if this.drain.is_expired() {
+                GatewayError::ShuttingDown
+            } else {
+                GatewayError::Cancelled
+            }));
+        }
+        this.inner.poll(cx)
     }
 }

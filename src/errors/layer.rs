@@ -3,14 +3,16 @@
 //! counted with its outcome (`seawall_client_requests_total`).
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use tower::{Layer, Service};
 
 use super::Rewriter;
-use crate::call::{BoxFuture, GatewayError, Reply};
+use crate::call::{GatewayError, Reply};
 use crate::client::{Answered, ClientRequest, HttpHint};
 use crate::jsonrpc;
 use crate::mcp::method;
@@ -50,7 +52,7 @@ where
 {
     type Response = Answered;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Answered, Infallible>>;
+    type Future = Rewritten<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         // Readiness failures of the layers below are answered per request.
@@ -65,19 +67,40 @@ where
         let method = Arc::clone(&req.method);
         let rewriter = Arc::clone(&self.rewriter);
         let started = Instant::now();
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let answered = match fut.await {
-                Ok(reply) => Answered { outcome: reply_outcome(&method, &reply), reply, http: None },
-                Err(e) => Answered {
-                    http: HttpHint::of(&e),
-                    reply: rewriter.failure(&e, tool.as_deref()),
-                    outcome: e.class().outcome,
-                },
-            };
-            metrics::client_request(&method, answered.outcome, started.elapsed());
-            Ok(answered)
-        })
+        Rewritten { inner: self.inner.call(req), tool, method, rewriter, started }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer, its failure rewritten, counted when it ends.
+    pub struct Rewritten<F> {
+        #[pin]
+        inner: F,
+        tool: Option<Arc<str>>,
+        method: Arc<str>,
+        rewriter: Arc<Rewriter>,
+        started: Instant,
+    }
+}
+
+impl<F> Future for Rewritten<F>
+where
+    F: Future<Output = Result<Reply, GatewayError>>,
+{
+    type Output = Result<Answered, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answered = match ready!(this.inner.poll(cx)) {
+            Ok(reply) => Answered { outcome: reply_outcome(this.method, &reply), reply, http: None },
+            Err(e) => Answered {
+                http: HttpHint::of(&e),
+                reply: this.rewriter.failure(&e, this.tool.as_deref()),
+                outcome: e.class().outcome,
+            },
+        };
+        metrics::client_request(this.method, answered.outcome, this.started.elapsed());
+        Poll::Ready(Ok(answered))
     }
 }
 

@@ -10,17 +10,19 @@
 //! gateway wakes the writer at most 100 times a second; a line that does not fit is dropped and counted
 //! (`seawall_access_log_dropped_total`).
 
+use std::future::Future;
 use std::io::IsTerminal as _;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Instant, SystemTime};
 
 use futures::future::Either;
 use serde_json::value::RawValue;
 use tower::{Layer, Service};
 
-use crate::call::{BoxFuture, Reply};
+use crate::call::Reply;
 use crate::client::{Answered, ClientRequest};
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use crate::jsonrpc;
@@ -335,7 +337,7 @@ where
 {
     type Response = Answered;
     type Error = std::convert::Infallible;
-    type Future = Either<S::Future, BoxFuture<'static, Result<Answered, std::convert::Infallible>>>;
+    type Future = Either<S::Future, Logged<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -353,22 +355,59 @@ where
         let id = req.id.clone();
         let span = req.trace.span.clone();
         let client_trace = req.trace.parent().cloned();
-        let fut = self.inner.call(req);
-        Either::Right(Box::pin(async move {
-            let Ok(answered) = fut.await;
+        let inner = self.inner.call(req);
+        Either::Right(Logged {
+            inner,
+            entry: Some(ToLog { log, started, session, principal, method_name, tool, id, span, client_trace }),
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer, logged when it comes.
+    pub struct Logged<F> {
+        #[pin]
+        inner: F,
+        entry: Option<ToLog>,
+    }
+}
+
+/// What [`Logged`] writes of its request when the answer comes.
+pub struct ToLog {
+    log: Arc<AccessLog>,
+    started: Instant,
+    session: u64,
+    principal: Option<Arc<Principal>>,
+    method_name: Arc<str>,
+    tool: Option<Arc<str>>,
+    id: jsonrpc::Id,
+    span: Option<Box<TraceContext>>,
+    client_trace: Option<TraceContext>,
+}
+
+impl<F> Future for Logged<F>
+where
+    F: Future<Output = Result<Answered, std::convert::Infallible>>,
+{
+    type Output = Result<Answered, std::convert::Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(answered) = ready!(this.inner.poll(cx));
+        if let Some(e) = this.entry.take() {
             let request = Recorded {
-                started,
-                session,
-                principal: principal.as_deref(),
-                method: &method_name,
-                tool: tool.as_deref(),
-                id: id.raw(),
-                span: span.as_deref(),
-                client_trace: client_trace.as_ref(),
+                started: e.started,
+                session: e.session,
+                principal: e.principal.as_deref(),
+                method: &e.method_name,
+                tool: e.tool.as_deref(),
+                id: e.id.raw(),
+                span: e.span.as_deref(),
+                client_trace: e.client_trace.as_ref(),
             };
-            log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
-            Ok(answered)
-        }))
+            e.log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
+        }
+        Poll::Ready(Ok(answered))
     }
 }
 
