@@ -4,16 +4,19 @@
 //! (-32012, HTTP 503 with `Retry-After`), whichever cap refused.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::Either;
 use parking_lot::Mutex;
 use tower::{Layer, Service};
 
 use crate::call::{GatewayError, Reply};
-use crate::client::{ClientFuture, ClientRequest};
+use crate::client::ClientRequest;
 use crate::jsonrpc::Id;
 use crate::mcp::method;
 use crate::policy::Identity;
@@ -155,22 +158,34 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = ClientFuture;
+    type Future = Either<std::future::Ready<Result<Reply, GatewayError>>, Placed<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
-        let places = match self.admit(&mut req) {
-            Ok(places) => places,
-            Err(refused) => return Box::pin(std::future::ready(Err(refused))),
-        };
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let _places = places;
-            fut.await
-        })
+        match self.admit(&mut req) {
+            Ok(places) => Either::Right(Placed { inner: self.inner.call(req), _places: places }),
+            Err(refused) => Either::Left(std::future::ready(Err(refused))),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An admitted request, holding its places until it is answered or dropped.
+    pub struct Placed<F> {
+        #[pin]
+        inner: F,
+        _places: Places,
+    }
+}
+
+impl<F: Future> Future for Placed<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
     }
 }
 
