@@ -25,7 +25,7 @@ pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
 pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
 pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
-pub use transport::{CallFuture, SendAttempt, UpstreamService};
+pub use transport::{CallFuture, Holding, SendAttempt, UpstreamService};
 
 /// A fresh upstream request id; ids are never reused in the life of the process. They
 /// count up from a random start below 2^40, so that replicas re-attached to one upstream

@@ -1,6 +1,8 @@
 //! The service at the bottom of every upstream stack, which sends one attempt over the
 //! request's link, and the types of the stack above it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -39,5 +41,30 @@ impl Service<UpstreamCall> for SendAttempt {
             })?;
             Ok(Answer::parse(reply, req.tool.is_some()))
         })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future that holds `held` (a slot, a place in a cap) until it ends or is dropped,
+    /// and is otherwise the future it wraps.
+    pub struct Holding<F, G> {
+        #[pin]
+        inner: F,
+        held: G,
+    }
+}
+
+impl<F, G> Holding<F, G> {
+    /// `inner`, holding `held` for as long as it lives.
+    pub fn new(inner: F, held: G) -> Holding<F, G> {
+        Holding { inner, held }
+    }
+}
+
+impl<F: Future, G> Future for Holding<F, G> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
     }
 }

@@ -4,8 +4,6 @@
 //! (-32012, HTTP 503 with `Retry-After`), whichever cap refused.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -15,7 +13,7 @@ use futures::future::Either;
 use parking_lot::Mutex;
 use tower::{Layer, Service};
 
-use crate::call::{GatewayError, Reply};
+use crate::call::{GatewayError, Holding, Reply};
 use crate::client::ClientRequest;
 use crate::jsonrpc::Id;
 use crate::mcp::method;
@@ -117,7 +115,7 @@ pub struct Admission<S> {
 }
 
 /// What an admitted request holds until it is answered.
-struct Places {
+pub struct Places {
     _gateway: GatewayPlace,
     _principal: Option<PrincipalPlace>,
     _in_flight: InFlight,
@@ -158,7 +156,7 @@ where
 {
     type Response = Reply;
     type Error = GatewayError;
-    type Future = Either<std::future::Ready<Result<Reply, GatewayError>>, Placed<S::Future>>;
+    type Future = Either<std::future::Ready<Result<Reply, GatewayError>>, Holding<S::Future, Places>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -166,26 +164,9 @@ where
 
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
         match self.admit(&mut req) {
-            Ok(places) => Either::Right(Placed { inner: self.inner.call(req), _places: places }),
+            Ok(places) => Either::Right(Holding::new(self.inner.call(req), places)),
             Err(refused) => Either::Left(std::future::ready(Err(refused))),
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// An admitted request, holding its places until it is answered or dropped.
-    pub struct Placed<F> {
-        #[pin]
-        inner: F,
-        _places: Places,
-    }
-}
-
-impl<F: Future> Future for Placed<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
     }
 }
 

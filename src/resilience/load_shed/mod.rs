@@ -2,8 +2,6 @@
 //! queue; beyond it, an immediate refusal ([`GatewayError::Overloaded`]) rather than
 //! an ever-growing backlog that would time out anyway.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -13,7 +11,7 @@ use futures::future::Either;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Layer, Service};
 
-use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
+use crate::call::{Answer, CallFuture, GatewayError, Holding, UpstreamCall};
 use crate::config::ConcurrencyConfig;
 
 /// The slots and queue of one upstream.
@@ -98,7 +96,7 @@ where
 {
     type Response = Answer;
     type Error = GatewayError;
-    type Future = Either<Permitted<S::Future>, CallFuture>;
+    type Future = Either<Holding<S::Future, OwnedSemaphorePermit>, CallFuture>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -110,7 +108,7 @@ where
         if let Ok(permit) = Arc::clone(&self.slots.permits).try_acquire_owned() {
             let mut cx = Context::from_waker(std::task::Waker::noop());
             if let Poll::Ready(Ok(())) = self.inner.poll_ready(&mut cx) {
-                return Either::Left(Permitted { inner: self.inner.call(req), _permit: permit });
+                return Either::Left(Holding::new(self.inner.call(req), permit));
             }
         }
         let mut inner = self.inner.clone();
@@ -120,23 +118,6 @@ where
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             inner.call(req).await
         }))
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A call holding its upstream slot until it ends (all its attempts).
-    pub struct Permitted<F> {
-        #[pin]
-        inner: F,
-        _permit: OwnedSemaphorePermit,
-    }
-}
-
-impl<F: Future> Future for Permitted<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
     }
 }
 
