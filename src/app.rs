@@ -372,13 +372,12 @@ impl Core {
             cancel: CancelLayer::new(drain.clone()),
         };
         let layers = ClientLayers::new(config)?;
-        let Routing { router, client } = routing(config, Arc::clone(&upstreams), &breakers, &parts, layers.clone());
-        let client = client.shared().clone();
+        let routing = routing(config, Arc::clone(&upstreams), &breakers, &parts, layers.clone());
         let sessions = SessionTable::new(config.session.max_sessions, config.session.idle_timeout)
             .with_max_per_peer(config.session.max_sessions_per_peer)
             .with_max_per_principal(config.session.max_sessions_per_principal)
             .with_keys(Arc::new(SessionKeys::from_config(&config.session)?));
-        let gateway = Arc::new(Gateway::new(router, client, sessions).with_access_log(access_log));
+        let gateway = Arc::new(Gateway::with_routing(routing, sessions).with_access_log(access_log));
         let (reloads, requests) = crate::control::channel();
         let config = Arc::new(ArcSwap::from_pointee(config.clone()));
         Ok(Core {

@@ -126,11 +126,6 @@ impl<S: Clone> PerWorker<S> {
         PerWorker { shared, copies }
     }
 
-    /// The stack every copy is cloned from.
-    pub(crate) fn shared(&self) -> &S {
-        &self.shared
-    }
-
     /// Runs `f` with the current worker's copy; gives `arg` back off the workers (or
     /// when the copy is already in use further up this thread's stack).
     pub(crate) fn with_copy<A, R>(&self, arg: A, f: impl FnOnce(&mut S, A) -> R) -> Result<R, A> {

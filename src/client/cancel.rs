@@ -55,7 +55,7 @@ where
     }
 
     fn call(&mut self, mut req: ClientRequest) -> Self::Future {
-        // Not admitted, so not cancellable: nothing to wait for besides the answer.
+        // A request admission did not take has no cancellation: only its answer is awaited.
         let cancel = req.cancel.take();
         Cancellable { inner: self.inner.call(req), cancel, drain: self.drain.clone() }
     }

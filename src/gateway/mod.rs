@@ -74,9 +74,9 @@ pub(crate) struct ModernCaller {
 }
 
 impl Gateway {
-    /// A gateway whose requests go through `client` (the client stack over `router`).
-    pub fn new(router: Arc<Router>, client: ClientService, sessions: SessionTable) -> Gateway {
-        let routing = Arc::new(ArcSwap::from_pointee(Routing { router, client: PerWorker::new(client) }));
+    /// A gateway whose requests go through `routing`.
+    pub(crate) fn with_routing(routing: Routing, sessions: SessionTable) -> Gateway {
+        let routing = Arc::new(ArcSwap::from_pointee(routing));
         Gateway { routing, sessions, contexts: modern::Contexts::default(), access: None }
     }
 

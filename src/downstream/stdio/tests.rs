@@ -61,7 +61,8 @@ fn gateway() -> Arc<Gateway> {
     let router =
         Arc::new(Router::new(Arc::new(Upstreams::default()), "__".into(), Arc::new(Breakers::new()), rewriter));
     let client: ClientService = tower::util::BoxCloneSyncService::new(service_fn(mock));
-    Arc::new(Gateway::new(router, client, SessionTable::new(8, Duration::from_secs(60))))
+    let routing = crate::gateway::Routing { router, client: crate::workers::PerWorker::new(client) };
+    Arc::new(Gateway::with_routing(routing, SessionTable::new(8, Duration::from_secs(60))))
 }
 
 /// A client on the other end of the pipes.
