@@ -67,11 +67,64 @@ fn the_hot_function_list_is_the_one_the_build_and_the_image_use() {
     let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
     assert!(names.len() >= 100, "{} functions", names.len());
     assert!(names.iter().all(|n| !n.contains(char::is_whitespace)), "one name per line");
-    for part in
-        ["downstream5http19read_head", "jsonrpc6decode", "2h16server18encode_answer_head", "seawall..routing..Routes"]
-    {
+    for part in [
+        "jsonrpc6decode",
+        "streamable_http11session_for",
+        "Router$GT$12forward_call",
+        "seawall..resilience..retry..Retry",
+    ] {
         assert!(names.iter().any(|n| n.contains(part)), "the list has {part}");
     }
+}
+
+#[test]
+fn the_build_to_deploy_is_optimised_with_the_profile_in_the_repository_which_this_rustc_reads() {
+    // One way to build what is deployed: the image, the bench and the link order's
+    // profile all go through scripts/build-production, which hands rustc the profile.
+    let script = read("scripts/build-production");
+    assert!(script.contains(r#"profile="$PWD/deploy/pgo/seawall.profdata""#), "{script}");
+    assert!(script.contains("-Cprofile-use=$profile"), "{script}");
+    assert!(script.contains("exec cargo build --profile production --locked --bin seawall"), "{script}");
+    let dockerfile = read("deploy/Dockerfile");
+    for line in [
+        "COPY deploy/pgo/seawall.profdata ./deploy/pgo/seawall.profdata",
+        "COPY scripts/build-production ./scripts/build-production",
+        "RUN scripts/build-production",
+    ] {
+        assert!(dockerfile.contains(line), "the image: {line}");
+    }
+    for user in ["scripts/bench", "scripts/link-order"] {
+        assert!(read(user).lines().any(|l| l.trim() == "scripts/build-production"), "{user} builds with it");
+    }
+
+    // LLVM's indexed profile format, and one this toolchain reads: rustc only warns about
+    // a profile it cannot read (another LLVM's format version, a damaged file) and builds
+    // without it, so a compilation with the profile must be silent.
+    let profile = repo().join("deploy/pgo/seawall.profdata");
+    let bytes = std::fs::read(&profile).expect("deploy/pgo/seawall.profdata");
+    assert_eq!(bytes.get(..8), Some(&[0xff, b'l', b'p', b'r', b'o', b'f', b'i', 0x81][..]), "indexed profile magic");
+    let dir = TestDir::new("pgo");
+    let source = dir.path().join("main.rs");
+    std::fs::write(&source, "fn main() { println!(\"{}\", std::env::args().count()); }\n").expect("write main.rs");
+    let compile_with = |profile: &Path| {
+        let out = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+            .arg("-O")
+            .arg(format!("-Cprofile-use={}", profile.display()))
+            .arg("-o")
+            .arg(dir.path().join("main"))
+            .arg(&source)
+            .output()
+            .expect("run rustc");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (built, stderr) = compile_with(&profile);
+    assert!(built && stderr.trim().is_empty(), "rustc with the profile: {stderr}");
+
+    // And rustc does tell a profile it cannot read, so the check above can fail.
+    let damaged = dir.path().join("damaged.profdata");
+    std::fs::write(&damaged, &bytes[8..bytes.len().min(4096)]).expect("write damaged profile");
+    let (_, stderr) = compile_with(&damaged);
+    assert!(stderr.contains("profile"), "rustc is silent about a damaged profile: {stderr}");
 }
 
 #[test]
