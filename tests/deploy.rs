@@ -1,6 +1,8 @@
 //! The deployment files stay in step with the code:
 //! * `deploy/Dockerfile` builds on the crate's rust-version, runs unprivileged and checks
 //!   its health with `seawall health`, which works against a real admin listener;
+//! * the build to deploy (`scripts/build-production`, which the image, the bench and the
+//!   link order use) hands rustc the profile in `deploy/pgo`, and this toolchain reads it;
 //! * the Kubernetes base and its Redis overlay render with `kubectl kustomize`, pass
 //!   `kubernetes-validate --strict` (the Kubernetes schemas, offline), and hang together
 //!   (probes on the admin port, selectors, the generated ConfigMap, the session key's
