@@ -31,6 +31,15 @@ impl InitParams {
         }
     }
 
+    /// Whether the client declared a feature a server asks for with a request of its own
+    /// (`sampling`, `elicitation`, `roots`): such requests may travel on the session's
+    /// standalone stream, so the upstream session must have one before its first call.
+    pub(crate) fn may_be_asked(&self) -> bool {
+        self.capabilities
+            .as_object()
+            .is_some_and(|caps| ["sampling", "elicitation", "roots"].iter().any(|k| caps.contains_key(*k)))
+    }
+
     /// The `initialize` params.
     pub(crate) fn to_raw(&self) -> Box<RawValue> {
         jsonrpc::to_raw(&json!({

@@ -33,6 +33,10 @@ use crate::mcp::{meta, method};
 const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// How long a request waits for the session's GET stream on its way (see
+/// `HttpLink::get_opening`); an upstream slower than that to answer a GET is not waited
+/// for.
+const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
 pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
@@ -245,6 +249,11 @@ pub(crate) struct HttpLink {
     /// The client wants messages not tied to a request: keep a GET stream open. Until
     /// then the session holds no connection of its own.
     get_wanted: AtomicBool,
+    /// True while the first GET stream of the session is on its way. Requests wait for it
+    /// (at most [`GET_OPEN_WAIT`]): a server sends what it asks the client while a call
+    /// runs on that stream, and drops it when the stream is not there yet, so a call must
+    /// not overtake the stream the client opened before it.
+    get_opening: tokio::sync::watch::Sender<bool>,
     /// The handshake is complete, so a GET stream may open.
     ready: AtomicBool,
     closed: AtomicBool,
@@ -310,6 +319,10 @@ impl HttpLink {
         };
         let link = HttpLink::with_state(up, init_params, state);
         link.ready.store(true, Ordering::SeqCst);
+        if link.init_params.may_be_asked() {
+            link.get_wanted.store(true, Ordering::SeqCst);
+            link.start_get_stream();
+        }
         link
     }
 
@@ -330,6 +343,7 @@ impl HttpLink {
             reinit: tokio::sync::Mutex::new(()),
             get_stream: Mutex::new(None),
             get_wanted: AtomicBool::new(false),
+            get_opening: tokio::sync::watch::channel(false).0,
             ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         })
@@ -443,10 +457,22 @@ impl HttpLink {
             Err(e) => return Err(e),
         }
         self.ready.store(true, Ordering::SeqCst);
+        // A client that may be asked something gets the stream it will be asked on before
+        // its first request reaches the upstream; others get one when they listen.
+        if self.init_params.may_be_asked() {
+            self.get_wanted.store(true, Ordering::SeqCst);
+        }
         if self.get_wanted.load(Ordering::SeqCst) {
             self.start_get_stream();
         }
         Ok(())
+    }
+
+    /// Waits until the session's first GET stream is open, refused or failed, or
+    /// [`GET_OPEN_WAIT`] has passed.
+    async fn await_get_stream(&self) {
+        let mut opening = self.get_opening.subscribe();
+        let _ = tokio::time::timeout(GET_OPEN_WAIT, opening.wait_for(|on_its_way| !on_its_way)).await;
     }
 
     /// Opens the standalone GET stream, once: called when the client opens its own.
@@ -481,6 +507,9 @@ impl HttpLink {
         // an event stream) are boxed: a call's future holds only the one it takes.
         if state.modern {
             return Box::pin(self.call_modern(call, &state)).await;
+        }
+        if *self.get_opening.borrow() {
+            self.await_get_stream().await;
         }
         let mut reinitialised = false;
         let trace = super::trace_headers(call);
@@ -587,6 +616,7 @@ impl HttpLink {
         if let Some(handle) = self.get_stream.lock().take() {
             handle.abort();
         }
+        self.get_opening.send_replace(false);
         true
     }
 

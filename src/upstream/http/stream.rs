@@ -169,6 +169,7 @@ impl HttpLink {
 
     /// Keeps a GET stream open for messages not tied to a request, reconnecting with backoff.
     pub(super) fn start_get_stream(self: &Arc<Self>) {
+        self.get_opening.send_replace(true);
         let weak = Arc::downgrade(self);
         let handle = tokio::spawn(get_stream_loop(weak));
         if let Some(old) = self.get_stream.lock().replace(handle.abort_handle()) {
@@ -186,7 +187,10 @@ async fn get_stream_loop(weak: Weak<HttpLink>) {
             return;
         }
         let state = link.snapshot();
-        match link.get(&state, last_event_id.as_deref()).await {
+        let answer = link.get(&state, last_event_id.as_deref()).await;
+        // Open, refused or failed: the requests waiting for it go on.
+        link.get_opening.send_replace(false);
+        match answer {
             Ok(resp) if resp.status() == http::StatusCode::METHOD_NOT_ALLOWED => return,
             Ok(resp) if resp.status() == http::StatusCode::NOT_FOUND => return,
             Ok(resp) if resp.status().is_success() => {
