@@ -309,6 +309,11 @@ struct Retry {
     input_responses: Option<Map<String, Value>>,
 }
 
+/// Whether a server may ask the client something while a request of `method` runs.
+fn may_ask(method_name: &str) -> bool {
+    matches!(method_name, method::TOOLS_CALL | method::PROMPTS_GET | method::RESOURCES_READ)
+}
+
 /// A relayed message that is a request of the client, as an `inputRequests` entry: its
 /// id (the key the client answers under) and `{method, params}`.
 fn input_request(message: &str) -> Option<(String, Value)> {
@@ -533,7 +538,11 @@ impl Gateway {
         let (answer_tx, answer) = oneshot::channel();
         let gateway = Arc::clone(self);
         let task_session = Arc::clone(session);
+        // A request that may run long may be asked something on the upstream's
+        // standalone stream while it runs.
+        let running = may_ask(&method).then(|| session.askers.running(events_tx.clone()));
         tokio::spawn(async move {
+            let _running = running;
             let answered =
                 gateway.answer_request_with(&task_session, inner, Some(events_tx), Some(caller), trace).await;
             let _ = answer_tx.send(answered);

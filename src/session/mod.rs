@@ -1,6 +1,7 @@
 //! Client sessions (legacy Streamable HTTP era): the gateway session a client holds, the
 //! upstream links behind it, and the mapping of everything that flows back to the client.
 
+pub mod asking;
 pub(crate) mod cancelled;
 pub mod relay;
 pub(crate) mod replay;
@@ -163,6 +164,8 @@ pub struct Session {
     cancels: cancelled::InFlight,
     /// The front that opened the session, set once by the gateway as it opens it.
     front: std::sync::OnceLock<Front>,
+    /// A stateless session's requests that its upstreams may ask the client something for.
+    pub askers: Arc<asking::Askers>,
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
@@ -210,6 +213,7 @@ impl Session {
             streams: replay::Streams::default(),
             cancels: cancelled::InFlight::default(),
             front: std::sync::OnceLock::new(),
+            askers: Arc::default(),
         });
         let pump = tokio::spawn(relay::pump_unrelated(Arc::downgrade(&session), events_rx));
         *session.pump.lock() = Some(pump.abort_handle());

@@ -7,6 +7,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::asking::Asked;
 use super::replay::ResumableStream;
 use super::{ServerRequest, Session};
 use crate::call::{EventRx, Tagged, UpstreamEvent};
@@ -61,15 +62,52 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
     }
 }
 
-/// Relays events not tied to a request into the session's GET stream queue.
+/// Relays events not tied to a request into the session's GET stream queue. A stateless
+/// session's client has no such stream: a server request goes to the one request of the
+/// client running (see [`super::asking`]), or is answered with an error.
 pub async fn pump_unrelated(session: Weak<Session>, mut rx: EventRx) {
     while let Some(tagged) = rx.recv().await {
         let Some(session) = session.upgrade() else {
             return;
         };
-        if let Some(message) = to_client(&session, tagged, None) {
+        let asks = matches!(tagged.event, UpstreamEvent::Request(_)) && session.is_stateless();
+        let Some(message) = to_client(&session, tagged, None) else { continue };
+        if !asks {
             session.push_outbox(message);
+            continue;
         }
+        let Some(client_id) = request_id(&message) else { continue };
+        if session.askers.ask(message) == Asked::Nobody {
+            refuse_server_request(&session, &client_id).await;
+        }
+    }
+}
+
+/// The id of a request as relayed to the client.
+fn request_id(message: &str) -> Option<Id> {
+    match jsonrpc::decode(message) {
+        Ok(jsonrpc::Message::Request(r)) => Some(r.id),
+        _ => None,
+    }
+}
+
+/// Answers a server request relayed under `client_id` that no request of the client can
+/// carry, so that the server's call goes on instead of waiting for an answer that
+/// cannot come.
+async fn refuse_server_request(session: &Session, client_id: &Id) {
+    let Some(origin) = session.take_server_request(client_id) else { return };
+    let Some(super::Slot::Up(link)) = session.slot(&origin.upstream) else { return };
+    tracing::warn!(
+        session = session.key,
+        upstream = %origin.upstream,
+        "a server request on the upstream's standalone stream came while no single request of the client ran: refused"
+    );
+    let error = jsonrpc::to_raw(&serde_json::json!({
+        "code": crate::jsonrpc::code::INTERNAL_ERROR,
+        "message": "the client cannot be asked: no single request of it is running to carry the question"
+    }));
+    if let Err(e) = link.respond(origin.endpoint, origin.id, Err(error)).await {
+        tracing::debug!(upstream = %origin.upstream, error = %e, "could not refuse a server request");
     }
 }
 
