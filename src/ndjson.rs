@@ -67,6 +67,33 @@ fn strip_cr(buf: &mut Vec<u8>) {
     }
 }
 
+/// Decodes a streamed HTTP body of newline-delimited JSON (as some modern-era servers
+/// answer `subscriptions/listen`: `application/json`, one message per line, sent as they
+/// come) into its lines, blank ones skipped. A line longer than `limit` bytes is skipped
+/// whole, like [`read_line_bounded`] does; the stream ends with the body.
+pub(crate) fn decode_stream<S>(body: S, limit: usize) -> impl futures::Stream<Item = String> + Send
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+{
+    let reader = tokio::io::BufReader::new(tokio_util::io::StreamReader::new(Box::pin(body)));
+    futures::stream::unfold((reader, Vec::new()), move |(mut reader, mut buf)| async move {
+        loop {
+            match read_line_bounded(&mut reader, &mut buf, limit).await {
+                Line::Eof => return None,
+                Line::TooLong => continue,
+                Line::Text => {
+                    let text = String::from_utf8_lossy(&buf);
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    let line = text.into_owned();
+                    return Some((line, (reader, buf)));
+                }
+            }
+        }
+    })
+}
+
 /// A JSON message as one line, terminator included. Messages keep `params` and `result`
 /// as their sender wrote them, and a pretty-printed body carries line breaks; in valid
 /// JSON those can only be whitespace between tokens (inside strings they are escaped),
@@ -82,6 +109,15 @@ mod tests {
     use tokio::io::BufReader;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_streamed_body_decodes_into_its_lines_across_chunks() {
+        use futures::StreamExt as _;
+        let chunks = ["{\"a\":", "1}\n\n{\"b\"", ":2}\r\n", "0123456789abcdef0123\n", "{\"c\":3}"];
+        let body = futures::stream::iter(chunks.map(|c| Ok(bytes::Bytes::from(c))));
+        let lines: Vec<String> = decode_stream(body, 16).collect().await;
+        assert_eq!(lines, ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+    }
 
     #[tokio::test]
     async fn bounded_lines_skip_over_long_ones_and_keep_going() {

@@ -13,12 +13,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::stream::BoxStream;
 use http::HeaderValue;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::{HttpLink, Outcome, SessionState};
+use super::{HttpLink, Outcome, SessionState, UpstreamResponse};
 use crate::call::{EventSink, Reply, UpstreamCall, UpstreamError, UpstreamEvent, fresh_id};
 use crate::config::UpstreamProtocol;
 use crate::jsonrpc::{self, Id, Request};
@@ -336,10 +337,10 @@ async fn listen_loop(weak: std::sync::Weak<HttpLink>, generation: u64) {
             }
             Ok(resp) if resp.status().is_success() => {
                 failures = 0;
-                let stream = crate::sse::decode_stream(resp.bytes_stream(), link.up.max_message_bytes);
+                let stream = listen_events(resp, link.up.max_message_bytes);
                 drop(link);
                 let mut stream = Box::pin(stream);
-                while let Some(Ok(event)) = futures::StreamExt::next(&mut stream).await {
+                while let Some(event) = futures::StreamExt::next(&mut stream).await {
                     let Some(link) = weak.upgrade() else { return };
                     // The acknowledgement is for the link, not its clients.
                     if let Ok(jsonrpc::Message::Notification(n)) = jsonrpc::decode(&event.data)
@@ -365,6 +366,24 @@ async fn listen_loop(weak: std::sync::Weak<HttpLink>, generation: u64) {
         tokio::time::sleep(crate::backoff::doubling(BASE, MAX, failures)).await;
         failures = failures.saturating_add(1);
     }
+}
+
+/// The messages of a `subscriptions/listen` answer: an SSE stream, or newline-delimited
+/// JSON in an `application/json` body that stays open (both are in use). Ends at the
+/// first broken event.
+fn listen_events(resp: UpstreamResponse, limit: usize) -> BoxStream<'static, crate::sse::Event> {
+    let json = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    if json {
+        let lines = crate::ndjson::decode_stream(resp.bytes_stream(), limit);
+        return Box::pin(futures::StreamExt::map(lines, |data| crate::sse::Event { data, ..Default::default() }));
+    }
+    let events = crate::sse::decode_stream(resp.bytes_stream(), limit);
+    let whole = futures::StreamExt::take_while(events, |e| std::future::ready(e.is_ok()));
+    Box::pin(futures::StreamExt::filter_map(whole, |e| std::future::ready(e.ok())))
 }
 
 /// What a retry adds to the request.
