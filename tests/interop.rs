@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{
-    ConformanceCheck, DemoUpstream, Everything, Interop, PythonEverything, Seawall, TestDir, Upstream, config_yaml,
-    run_conformance, run_script, tally,
+    Comparison, ConformanceCheck, ConformanceUpstream, DemoUpstream, Everything, Interop, Seawall, TestDir, Upstream, compare, config_yaml,
+    lines, run_conformance, run_script, tally,
 };
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
@@ -195,153 +194,33 @@ async fn conformance_baseline_is_stable() {
     }
 }
 
-/// The conformance suite against the dual-era Python server
-/// (`tests/interop/python/everything_server.py`), directly and through seawall's
-/// `/mcp/everything` in front of it (an HTTP upstream), once in its default run
-/// (2025-11-25: every check that passes directly must pass through seawall) and once with
-/// `--requirements 2026-07-28` (modern clients: every check that passes directly must
-/// pass through seawall). Each run gets a seawall of
-/// its own, so calls a run leaves waiting for input cannot trip a breaker in the next.
+/// The official Python SDK client in its default connect mode (`auto`: 2026-07-28 where
+/// offered, as seawall offers it) and in `legacy` mode, directly and through both of
+/// seawall's endpoints, in front of the TypeScript SDK conformance upstream, which asks
+/// for sampling and elicitation on its session's standalone stream: every relay
+/// (sampling, elicitation, progress, logging) reaches the client's callbacks in every
+/// combination (`tests/interop/python/relay_test.py`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_both_eras_through_seawall_on_the_python_server() {
+async fn python_sdk_client_relays_in_both_modes_through_both_endpoints() {
     let interop = Interop::from_env();
-    let dir = TestDir::new("conformance-python");
-    let server = PythonEverything::start(&interop).await;
-
-    let default = run_both(&interop, &server, None, &dir).await;
-    let modern = run_both(&interop, &server, Some(MODERN), &dir).await;
-
-    // The server itself: every check of the default run passes directly, and every check
-    // of 2026-07-28 except the tasks extension's, which it does not implement.
-    let failing = |checks: &[ConformanceCheck], allowed: &dyn Fn(&ConformanceCheck) -> bool| {
-        checks.iter().filter(|c| !c.passed() && c.status != "INFO" && !allowed(c)).map(ConformanceCheck::key).collect()
-    };
-    let direct_default: Vec<String> = failing(&default.direct, &|_| false);
-    let direct_modern: Vec<String> = failing(&modern.direct, &|c| c.scenario.starts_with("tasks-"));
-    assert!(
-        direct_default.is_empty() && direct_modern.is_empty(),
-        "the Python everything server fails checks directly (default run: {direct_default:?}; 2026-07-28: \
-         {direct_modern:?}): fix tests/interop/python/everything_server.py before judging seawall"
-    );
-
-    assert!(default.lost.is_empty(), "the default run loses checks through seawall:\n{}", lines(&default.lost));
-    assert!(modern.lost.is_empty(), "the 2026-07-28 run loses checks through seawall:\n{}", lines(&modern.lost));
-}
-
-const MODERN: &str = "2026-07-28";
-
-/// One requirement set run directly and through a fresh seawall.
-struct Runs {
-    direct: Vec<ConformanceCheck>,
-    lost: Vec<Lost>,
-}
-
-/// Runs the suite (`requirements`, or its default run) directly against `server` and
-/// through a seawall started for it, prints the tallies and every lost check with what
-/// the suite saw on the wire in both runs.
-async fn run_both(interop: &Interop, server: &PythonEverything, requirements: Option<&str>, dir: &TestDir) -> Runs {
-    let label = requirements.unwrap_or("default");
-    let seawall = Seawall::start(&config_yaml(&[Upstream::http("everything", &server.url)], "")).await;
-    let direct = run_conformance(
-        interop,
-        &format!("{label} direct"),
-        &server.url,
-        requirements,
-        &dir.join(&format!("{label}-direct")),
-    )
-    .await;
-    let through = run_conformance(
-        interop,
-        &format!("{label} through seawall"),
-        &seawall.upstream_url("everything"),
-        requirements,
-        &dir.join(&format!("{label}-seawall")),
-    )
-    .await;
-    let Comparison { lost, info, gained } = compare(&direct, &through);
-    let passed = |c: &[ConformanceCheck]| c.iter().filter(|c| c.passed()).count();
-    // Shown for failing runs, and for passing ones with `bash tests/run --test interop -- --nocapture`.
-    println!(
-        "conformance {label}: passed directly {}, through seawall {}, lost {}; direct: {}; through: {}",
-        passed(&direct),
-        passed(&through),
-        lost.len(),
-        tally(&direct),
-        tally(&through)
-    );
-    let by_key = |checks: &[ConformanceCheck]| -> BTreeMap<String, ConformanceCheck> {
-        checks.iter().map(|c| (c.key(), c.clone())).collect()
-    };
-    let (d, t) = (by_key(&direct), by_key(&through));
-    for l in &lost {
-        println!("lost {label}:{}", l.line);
-        println!("    direct:  {}", wire(d.get(&l.key)));
-        println!("    through: {}", wire(t.get(&l.key)));
-    }
-    if !gained.is_empty() {
-        println!("{label}: passing only through seawall:\n{}", gained.join("\n"));
-    }
-    if !info.is_empty() {
-        println!("{label}: passing directly, INFO through seawall:\n{}", info.join("\n"));
-    }
-    Runs { direct, lost }
-}
-
-/// A check's `details` (what the suite saw), on one line and cut to a readable length.
-fn wire(check: Option<&ConformanceCheck>) -> String {
-    let Some(details) = check.and_then(|c| c.details.as_ref()) else {
-        return "(no details)".to_owned();
-    };
-    let text = details.to_string();
-    match text.char_indices().nth(900) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
-}
-
-/// How `other` compares with `base`, check by check.
-#[derive(Debug, Default)]
-struct Comparison {
-    /// SUCCESS in `base`; FAILURE, WARNING, SKIPPED, anything unknown, or missing in
-    /// `other`.
-    lost: Vec<Lost>,
-    /// SUCCESS in `base`, INFO in `other`: the suite's word for "optional behaviour not
-    /// exercised", e.g. a server answering JSON where SSE is optional. Not a failure (the
-    /// suite itself only fails on FAILURE and WARNING), but listed.
-    info: Vec<String>,
-    /// SUCCESS only in `other`.
-    gained: Vec<String>,
-}
-
-/// A check that passes in the base run but not in the other.
-#[derive(Debug)]
-struct Lost {
-    /// `scenario/check-id`.
-    key: String,
-    /// `  scenario/check-id: STATUS: message`.
-    line: String,
-}
-
-fn lines(lost: &[Lost]) -> String {
-    lost.iter().map(|l| l.line.as_str()).collect::<Vec<_>>().join("\n")
-}
-
-fn compare(base: &[ConformanceCheck], other: &[ConformanceCheck]) -> Comparison {
-    let other_by_key: BTreeMap<String, &ConformanceCheck> = other.iter().map(|c| (c.key(), c)).collect();
-    let mut cmp = Comparison::default();
-    for b in base {
-        let o = other_by_key.get(&b.key());
-        let line = |o: &ConformanceCheck| {
-            let detail = o.error.as_deref().or(o.description.as_deref()).unwrap_or("(no message)");
-            format!("  {}: {}: {}", b.key(), o.status, detail)
-        };
-        match o {
-            None if b.passed() => cmp.lost.push(Lost { key: b.key(), line: format!("  {}: missing", b.key()) }),
-            Some(o) if b.passed() && o.status == "INFO" => cmp.info.push(line(o)),
-            Some(o) if b.passed() && !o.passed() => cmp.lost.push(Lost { key: b.key(), line: line(o) }),
-            Some(o) if !b.passed() && o.passed() => cmp.gained.push(format!("  {}", b.key())),
-            _ => {}
+    let upstream = ConformanceUpstream::typescript(&interop).await;
+    let seawall = Seawall::start(&config_yaml(&[Upstream::http("conf", &upstream.url)], "")).await;
+    let script = interop.path("python/relay_test.py");
+    let single = seawall.upstream_url("conf");
+    let targets = [("directly", upstream.url.as_str(), ""), ("/mcp/conf", &single, ""), ("/mcp", &seawall.url, "conf__")];
+    for (label, url, prefix) in targets {
+        for mode in ["auto", "legacy"] {
+            let cmd = interop.python_command([
+                script.as_os_str(),
+                url.as_ref(),
+                "--mode".as_ref(),
+                mode.as_ref(),
+                "--prefix".as_ref(),
+                prefix.as_ref(),
+            ]);
+            run_script(&format!("python relays {mode} {label}"), cmd, SCRIPT_TIMEOUT)
+                .await
+                .assert_success(&format!("python SDK client relays in mode {mode}, {label}"));
         }
     }
-    cmp
 }

@@ -49,8 +49,40 @@ pub async fn run_conformance(
     requirements: Option<&str>,
     out: &Path,
 ) -> Vec<ConformanceCheck> {
+    run_suite(interop, Suite::Current, label, url, requirements, out).await
+}
+
+/// Which release of the conformance suite runs (both are pinned in
+/// `tests/interop/package.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// `@modelcontextprotocol/conformance` 0.2.0-alpha.12.
+    Current,
+    /// 0.1.16, installed as `conformance-0.1.16`: its default run differs in which
+    /// scenarios it holds and how its client times them.
+    V0_1_16,
+}
+
+impl Suite {
+    fn entry(self) -> &'static str {
+        match self {
+            Suite::Current => "node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            Suite::V0_1_16 => "node_modules/conformance-0.1.16/dist/index.js",
+        }
+    }
+}
+
+/// [`run_conformance`] with the suite's release chosen.
+pub async fn run_suite(
+    interop: &Interop,
+    suite: Suite,
+    label: &str,
+    url: &str,
+    requirements: Option<&str>,
+    out: &Path,
+) -> Vec<ConformanceCheck> {
     let mut cmd = interop.node_command([
-        interop.path("node_modules/@modelcontextprotocol/conformance/dist/index.js").as_os_str(),
+        interop.path(suite.entry()).as_os_str(),
         "server".as_ref(),
         "--url".as_ref(),
         url.as_ref(),
@@ -141,6 +173,108 @@ pub fn tally(checks: &[ConformanceCheck]) -> String {
         }
     }
     s
+}
+
+/// How one run compares with another, check by check.
+#[derive(Debug, Default)]
+pub struct Comparison {
+    /// SUCCESS in the base run; FAILURE, WARNING, SKIPPED, anything unknown, or missing
+    /// in the other.
+    pub lost: Vec<Lost>,
+    /// SUCCESS in the base run, INFO in the other: the suite's word for "optional
+    /// behaviour not exercised", e.g. a server answering JSON where SSE is optional. Not a
+    /// failure (the suite itself only fails on FAILURE and WARNING), but listed.
+    pub info: Vec<String>,
+    /// SUCCESS only in the other.
+    pub gained: Vec<String>,
+}
+
+/// A check that passes in the base run but not in the other.
+#[derive(Debug)]
+pub struct Lost {
+    /// `scenario/check-id`.
+    pub key: String,
+    /// `  scenario/check-id: STATUS: message`.
+    pub line: String,
+}
+
+/// The lost checks, one line each.
+pub fn lines(lost: &[Lost]) -> String {
+    lost.iter().map(|l| l.line.as_str()).collect::<Vec<_>>().join("\n")
+}
+
+/// How `other` compares with `base`.
+pub fn compare(base: &[ConformanceCheck], other: &[ConformanceCheck]) -> Comparison {
+    let other_by_key: std::collections::BTreeMap<String, &ConformanceCheck> =
+        other.iter().map(|c| (c.key(), c)).collect();
+    let mut cmp = Comparison::default();
+    for b in base {
+        let o = other_by_key.get(&b.key());
+        let line = |o: &ConformanceCheck| {
+            let detail = o.error.as_deref().or(o.description.as_deref()).unwrap_or("(no message)");
+            format!("  {}: {}: {}", b.key(), o.status, detail)
+        };
+        match o {
+            None if b.passed() => cmp.lost.push(Lost { key: b.key(), line: format!("  {}: missing", b.key()) }),
+            Some(o) if b.passed() && o.status == "INFO" => cmp.info.push(line(o)),
+            Some(o) if b.passed() && !o.passed() => cmp.lost.push(Lost { key: b.key(), line: line(o) }),
+            Some(o) if !b.passed() && o.passed() => cmp.gained.push(format!("  {}", b.key())),
+            _ => {}
+        }
+    }
+    cmp
+}
+
+/// A check's `details` (what the suite saw), on one line and cut to a readable length.
+pub fn wire(check: Option<&ConformanceCheck>) -> String {
+    let Some(details) = check.and_then(|c| c.details.as_ref()) else {
+        return "(no details)".to_owned();
+    };
+    let text = details.to_string();
+    match text.char_indices().nth(900) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// An upstream that passes the conformance suite's checks directly, so that a check lost
+/// through seawall shows: on 127.0.0.1 and a free port, printing its URL as
+/// `listening on http://127.0.0.1:PORT/mcp`.
+pub struct ConformanceUpstream {
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl ConformanceUpstream {
+    /// `tests/interop/ts/conformance_server.mjs`, on the official TypeScript SDK: the
+    /// legacy eras, with sampling and elicitation sent on the session's standalone GET
+    /// stream as most TypeScript servers send them.
+    pub async fn typescript(interop: &Interop) -> ConformanceUpstream {
+        let script = interop.path("ts/conformance_server.mjs");
+        let mut cmd = interop.node_command([script.as_os_str()]);
+        cmd.env("PORT", "0");
+        ConformanceUpstream::started("conformance_server.mjs", cmd).await
+    }
+
+    /// `tests/interop/python/everything_server.py`, on the official Python SDK: both eras
+    /// on one endpoint; `args` as its command line takes them (`--listen-framing ndjson`).
+    pub async fn python(interop: &Interop, args: &[&str]) -> ConformanceUpstream {
+        let script = interop.path("python/everything_server.py");
+        let mut cmd = interop.python_command([script.as_os_str()]);
+        cmd.args(args);
+        ConformanceUpstream::started("everything_server.py", cmd).await
+    }
+
+    async fn started(label: &str, cmd: tokio::process::Command) -> ConformanceUpstream {
+        let mut proc = Proc::spawn(label, cmd);
+        let url = proc
+            .wait_for_line(Stream::Stdout, START_TIMEOUT, "`listening on http://...`", |l| {
+                l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
+            })
+            .await;
+        ConformanceUpstream { proc, url }
+    }
 }
 
 /// `tests/interop/python/everything_server.py`: a server on the official Python SDK that

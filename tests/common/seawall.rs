@@ -113,10 +113,10 @@ impl Seawall {
                 cmd.env_remove(name);
             }
         }
-        cmd.envs(env.iter().copied());
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
+        cmd.envs(env.iter().copied());
         let mut proc = Proc::spawn("seawall", cmd);
         let mut url = None;
         let mut admin_url = None;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A dual-era MCP "everything" server on the official Python SDK, for the conformance suite.
 
-    everything_server.py [--port PORT]
+    everything_server.py [--port PORT] [--listen-framing sse|ndjson]
 
 Serves Streamable HTTP on 127.0.0.1 (port 0 unless given) at `/mcp` and prints
 `listening on http://127.0.0.1:PORT/mcp` on stdout once it accepts connections. Both eras
@@ -610,11 +610,50 @@ def build_server() -> Server[Any]:
     return server
 
 
-async def serve(port: int) -> None:
+class NdjsonListen:
+    """ASGI wrapper: answers `subscriptions/listen` as newline-delimited JSON in an
+    `application/json` body that stays open (one message per line, sent as it comes), as
+    some modern-era servers frame that stream, instead of the SDK's server-sent events."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or []) if scope.get("type") == "http" else {}
+        if headers.get(b"mcp-method") != b"subscriptions/listen":
+            await self.app(scope, receive, send)
+            return
+        pending = b""
+        reframe = False
+
+        async def reframed(message: dict[str, Any]) -> None:
+            nonlocal pending, reframe
+            if message["type"] == "http.response.start":
+                fields = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-type"]
+                reframe = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                              for k, v in message.get("headers", []))
+                if reframe:
+                    fields = [(k, v) for k, v in fields if k.lower() != b"content-length"]
+                    fields.append((b"content-type", b"application/json"))
+                    message = {**message, "headers": fields}
+            elif message["type"] == "http.response.body" and reframe:
+                pending += message.get("body", b"")
+                lines, _, pending = pending.rpartition(b"\n")
+                out = b"".join(line[5:].strip() + b"\n" for line in lines.split(b"\n")
+                               if line.startswith(b"data:") and line[5:].strip())
+                message = {**message, "body": out}
+            await send(message)
+
+        await self.app(scope, receive, reframed)
+
+
+async def serve(port: int, listen_framing: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     app = build_server().streamable_http_app(host="127.0.0.1")
+    if listen_framing == "ndjson":
+        app = NdjsonListen(app)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
 
@@ -632,9 +671,16 @@ async def serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
+    parser.add_argument(
+        "--listen-framing",
+        choices=["sse", "ndjson"],
+        default="sse",
+        help="how subscriptions/listen streams are framed: server-sent events (the SDK's) or "
+        "newline-delimited JSON in an application/json body",
+    )
     args = parser.parse_args()
     try:
-        anyio.run(serve, args.port)
+        anyio.run(serve, args.port, args.listen_framing)
     except KeyboardInterrupt:
         sys.exit(0)
 
