@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::{Buf as _, BufMut, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH};
+use http::header::CONNECTION;
 use http::{Method, StatusCode, Version};
 use http_body::Body as HttpBody;
 use tokio::io::{AsyncWrite as _, AsyncWriteExt};
@@ -35,6 +35,7 @@ use tokio::net::TcpStream;
 use tower::ServiceExt as _;
 
 use super::connection::{Activity, App, Busy, PeerAddr};
+use super::refusal::Refusal;
 use crate::h1::server::{self, AnswerFraming, HeadError, RequestHead};
 use crate::h1::{BodyDecoder, MAX_HEAD, Step};
 
@@ -164,16 +165,17 @@ fn head_may_end(buf: &[u8], scanned: usize) -> bool {
     })
 }
 
-/// Answers a head that could not be read, and closes.
+/// Answers a head that could not be read (a JSON-RPC error, as every refusal), and
+/// closes: nothing after it on the connection is read.
 async fn refuse(wire: &mut Wire, refused: HeadError) -> io::Result<()> {
-    if let HeadError::Malformed(why) = refused {
-        tracing::debug!(target: "seawall::downstream", why, "refused a malformed request head");
-    }
-    let mut out = BytesMut::new();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(CONTENT_LENGTH, http::HeaderValue::from_static("0"));
-    server::encode_answer_head(&mut out, refused.status(), &headers, AnswerFraming::Bodiless, false, false);
-    wire.io.write_all(&out).await?;
+    let refusal = Refusal::from(refused);
+    tracing::debug!(
+        target: "seawall::downstream",
+        status = refusal.status().as_u16(),
+        reason = %refusal.message(),
+        "refused an HTTP/1.x request head"
+    );
+    wire.io.write_all(&refusal.http1_bytes()).await?;
     wire.io.shutdown().await
 }
 
