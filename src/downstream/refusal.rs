@@ -196,9 +196,17 @@ impl Refusal {
         }
     }
 
-    /// Refusals after which the connection is closed: the body was not (fully) read.
+    /// Refusals after which the connection is closed: the body was not (fully) read, or
+    /// the request's authority is ambiguous (a front proxy may have routed it otherwise,
+    /// so what follows on the connection is not trusted either).
     fn closes(&self) -> bool {
-        matches!(self, Refusal::TooLarge { .. } | Refusal::BodyTimeout | Refusal::TooManyConnections)
+        matches!(
+            self,
+            Refusal::TooLarge { .. }
+                | Refusal::BodyTimeout
+                | Refusal::TooManyConnections
+                | Refusal::Forbidden(OriginRefusal::Ambiguous(_))
+        )
     }
 
     /// The JSON-RPC error text. A decode error names its own id, when it could read one.

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use http::Version;
 
 use super::server::{self, HeadError};
-use super::{BodyDecoder, BodyLength, MAX_HEAD, Step};
+use super::{BodyDecoder, BodyLength, Step};
 
 /// A request as the codec read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +54,11 @@ pub fn read_connection(pieces: &[&[u8]]) -> Reading {
     let mut buf = BytesMut::new();
     let mut requests = Vec::new();
     let mut current: Option<(Request, BodyDecoder, bool)> = None;
+    // As the connection does: a head parsed again only when it may have ended.
+    let mut scanned = 0;
     loop {
         match current.as_mut() {
-            None if !buf.is_empty() => match server::parse_request(&mut buf) {
+            None if server::worth_parsing(&buf, scanned) && !buf.is_empty() => match server::parse_request(&mut buf) {
                 Ok(Some(head)) => {
                     let request = Request {
                         method: head.request.method().to_string(),
@@ -65,10 +67,10 @@ pub fn read_connection(pieces: &[&[u8]]) -> Reading {
                         body: Vec::new(),
                     };
                     current = Some((request, BodyDecoder::new(head.body), head.keep_alive));
+                    scanned = 0;
                     continue;
                 }
-                Ok(None) if buf.len() > MAX_HEAD => return refused(requests, HeadError::TooLarge),
-                Ok(None) => {}
+                Ok(None) => scanned = buf.len(),
                 Err(refusal) => return refused(requests, refusal),
             },
             None => {}
@@ -94,6 +96,12 @@ pub fn read_connection(pieces: &[&[u8]]) -> Reading {
         match pieces.next() {
             Some(piece) => buf.extend_from_slice(piece),
             None => break,
+        }
+    }
+    if current.is_none() && !buf.is_empty() {
+        // The bytes ran out: a head that cannot become one is refused, however it came.
+        if let Err(refusal) = server::parse_request(&mut buf) {
+            return refused(requests, refusal);
         }
     }
     let end = if current.is_none() && buf.is_empty() { End::Idle } else { End::Partial };

@@ -103,6 +103,25 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     Ok(Some(RequestHead { request, body, keep_alive, expects_continue }))
 }
 
+/// Whether a head of which the first `scanned` bytes of `buf` were looked at already is
+/// worth parsing again: at the first look (most heads arrive whole in one read), once
+/// an empty line may have come, or once it is too long to wait for (then it is refused
+/// as its bytes deserve: 400 when malformed, else 431).
+pub(crate) fn worth_parsing(buf: &[u8], scanned: usize) -> bool {
+    scanned == 0 || buf.len() > MAX_HEAD || head_may_end(buf, scanned)
+}
+
+/// Whether `buf` may hold a whole head: an empty line (`\n\n` or `\n\r\n`) ends it,
+/// looked for only past the first `scanned` bytes (and the three before them).
+fn head_may_end(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3);
+    let rest = &buf[from.min(buf.len())..];
+    memchr::memchr_iter(b'\n', rest).any(|i| {
+        let after = &rest[i + 1..];
+        after.first() == Some(&b'\n') || after.starts_with(b"\r\n")
+    })
+}
+
 /// Whether every line of a head ends with CRLF: `httparse` also takes a bare LF, which a
 /// front proxy may read otherwise.
 fn crlf_only(head: &[u8]) -> bool {
@@ -344,6 +363,18 @@ mod tests {
         ] {
             assert!(matches!(parse(request), Err(HeadError::Malformed(_))), "{request:?}");
         }
+    }
+
+    #[test]
+    fn a_head_is_parsed_only_once_it_may_be_whole() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for cut in 0..head.len() - 1 {
+            assert!(!head_may_end(&head[..cut], 0), "not before its empty line: {cut}");
+        }
+        assert!(head_may_end(head, 0));
+        assert!(head_may_end(head, head.len() - 1), "found across what was scanned");
+        assert!(head_may_end(b"GET / HTTP/1.1\nHost: h\n\n", 20), "bare line feeds");
+        assert!(!head_may_end(b"GET / HTTP/1.1\r\n\r\n", 40), "nothing new past the scanned part");
     }
 
     #[test]
