@@ -39,6 +39,7 @@ const STRICTER: &[(&str, &str)] = &[
     ("te-cl", "the same, the fields the other way round"),
     ("te-chunked-twice", "chunked applied twice (RFC 9112 §6.1 forbids it; hyper looks at the last coding only)"),
     ("te-chunked-two-fields", "the same in two fields"),
+    ("te-leading-comma", "an empty element in Transfer-Encoding (the RFC skips it; hyper reads the last element only)"),
     ("te-gzip-chunked", "a coding seawall does not decode: 501 (hyper hands the still-gzipped body on)"),
     ("te-gzip-field-then-chunked", "the same in two fields"),
     ("cl-repeated-same", "Content-Length twice, even with one number: a proxy may take either field"),

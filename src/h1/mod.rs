@@ -224,10 +224,15 @@ pub(crate) struct Codings {
 }
 
 impl Codings {
-    /// Notes the elements of one field value. Empty elements are skipped, as RFC 9110
-    /// §5.6.1 asks of a list.
+    /// Notes the elements of one field value. An empty element is malformed here,
+    /// although RFC 9110 §5.6.1 has a list skip it: a reader that takes `chunked,` for a
+    /// coding other than chunked frames the body otherwise.
     fn note(&mut self, value: &[u8]) {
-        for element in value.split(|&b| b == b',').map(<[u8]>::trim_ascii).filter(|e| !e.is_empty()) {
+        for element in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if element.is_empty() {
+                self.malformed = true;
+                continue;
+            }
             let (coding, parameters) = match memchr::memchr(b';', element) {
                 Some(at) => (element[..at].trim_ascii(), true),
                 None => (element, false),

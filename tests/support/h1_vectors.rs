@@ -143,6 +143,8 @@ pub fn all() -> Vec<Vector> {
         v("te-xchunked", post11("Transfer-Encoding: xchunked\r\n", smuggled_chunked.as_bytes()), Refused(400)),
         v("te-quoted", post11("Transfer-Encoding: \"chunked\"\r\n", smuggled_chunked.as_bytes()), Refused(400)),
         v("te-parameter", post11("Transfer-Encoding: chunked;q=1\r\n", smuggled_chunked.as_bytes()), Refused(400)),
+        v("te-trailing-comma", post11("Transfer-Encoding: chunked,\r\n", smuggled_chunked.as_bytes()), Refused(400)),
+        v("te-leading-comma", post11("Transfer-Encoding: , chunked\r\n", smuggled_chunked.as_bytes()), Refused(400)),
         v("te-empty", post11("Transfer-Encoding: \r\n", smuggled_chunked.as_bytes()), Refused(400)),
         v(
             "te-space-before-colon",
