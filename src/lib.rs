@@ -19,6 +19,8 @@ pub(crate) mod downstream;
 pub mod errors;
 pub(crate) mod gateway;
 pub(crate) mod h1;
+#[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
+pub use h1::offline as h1_offline;
 mod hashing;
 pub mod jsonrpc;
 pub(crate) mod mcp;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::{Buf as _, BufMut, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH};
+use http::header::CONNECTION;
 use http::{Method, StatusCode, Version};
 use http_body::Body as HttpBody;
 use tokio::io::{AsyncWrite as _, AsyncWriteExt};
@@ -35,6 +35,7 @@ use tokio::net::TcpStream;
 use tower::ServiceExt as _;
 
 use super::connection::{Activity, App, Busy, PeerAddr};
+use super::refusal::Refusal;
 use crate::h1::server::{self, AnswerFraming, HeadError, RequestHead};
 use crate::h1::{BodyDecoder, MAX_HEAD, Step};
 
@@ -133,14 +134,10 @@ async fn read_head(
     let mut scanned = 0;
     loop {
         if !wire.buf.is_empty() {
-            // A first look parses at once: most heads arrive whole in one read.
-            if (scanned == 0 || head_may_end(&wire.buf, scanned))
+            if server::worth_parsing(&wire.buf, scanned)
                 && let Some(head) = server::parse_request(&mut wire.buf).map_err(Some)?
             {
                 return Ok(Some(head));
-            }
-            if wire.buf.len() > MAX_HEAD {
-                return Err(Some(HeadError::TooLarge));
             }
             scanned = wire.buf.len();
             deadline.get_or_insert_with(|| Instant::now() + timeout);
@@ -153,27 +150,17 @@ async fn read_head(
     }
 }
 
-/// Whether `buf` may hold a whole head: an empty line (`\n\n` or `\n\r\n`) ends it,
-/// looked for only past the first `scanned` bytes (and the three before them).
-fn head_may_end(buf: &[u8], scanned: usize) -> bool {
-    let from = scanned.saturating_sub(3);
-    let rest = &buf[from.min(buf.len())..];
-    memchr::memchr_iter(b'\n', rest).any(|i| {
-        let after = &rest[i + 1..];
-        after.first() == Some(&b'\n') || after.starts_with(b"\r\n")
-    })
-}
-
-/// Answers a head that could not be read, and closes.
+/// Answers a head that could not be read (a JSON-RPC error, as every refusal), and
+/// closes: nothing after it on the connection is read.
 async fn refuse(wire: &mut Wire, refused: HeadError) -> io::Result<()> {
-    if let HeadError::Malformed(why) = refused {
-        tracing::debug!(target: "seawall::downstream", why, "refused a malformed request head");
-    }
-    let mut out = BytesMut::new();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(CONTENT_LENGTH, http::HeaderValue::from_static("0"));
-    server::encode_answer_head(&mut out, refused.status(), &headers, AnswerFraming::Bodiless, false, false);
-    wire.io.write_all(&out).await?;
+    let refusal = Refusal::from(refused);
+    tracing::debug!(
+        target: "seawall::downstream",
+        status = refusal.status().as_u16(),
+        reason = %refusal.message(),
+        "refused an HTTP/1.x request head"
+    );
+    wire.io.write_all(&refusal.http1_bytes()).await?;
     wire.io.shutdown().await
 }
 
@@ -439,22 +426,5 @@ impl HttpBody for WireBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.decoder.remaining().map_or_else(http_body::SizeHint::default, http_body::SizeHint::with_exact)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_head_is_parsed_only_once_it_may_be_whole() {
-        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
-        for cut in 0..head.len() - 1 {
-            assert!(!head_may_end(&head[..cut], 0), "not before its empty line: {cut}");
-        }
-        assert!(head_may_end(head, 0));
-        assert!(head_may_end(head, head.len() - 1), "found across what was scanned");
-        assert!(head_may_end(b"GET / HTTP/1.1\nHost: h\n\n", 20), "bare line feeds");
-        assert!(!head_may_end(b"GET / HTTP/1.1\r\n\r\n", 40), "nothing new past the scanned part");
     }
 }

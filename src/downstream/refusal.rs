@@ -4,6 +4,9 @@
 //!
 //! | refusal | code | HTTP |
 //! |---|---|---|
+//! | HTTP/1.x head malformed or framed ambiguously (then closed) | -32600 | 400 |
+//! | HTTP/1.x head over 64 KiB or 100 fields (then closed) | -32600 | 431 |
+//! | a transfer coding other than `chunked` (then closed) | -32600 | 501 |
 //! | body is not JSON / not JSON-RPC | -32700 / -32600 | 400 |
 //! | `initialize` without usable params | -32602 | 400 |
 //! | no, malformed or unknown bearer token (when `auth` is on) | -32000 | 401 + `WWW-Authenticate` |
@@ -31,6 +34,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::errors::correlation_id;
+use crate::h1::server::HeadError;
 use crate::jsonrpc::{self, DecodeError, Id, code};
 use crate::mcp;
 use crate::policy::auth::Unauthenticated;
@@ -82,6 +86,20 @@ pub(crate) enum Refusal {
     },
     /// The listener's connection cap (or the caller's share of it) is reached.
     TooManyConnections,
+    /// An HTTP/1.x request head longer or with more fields than seawall reads.
+    HeadTooLarge,
+    /// A transfer coding seawall does not decode.
+    NotImplemented(&'static str),
+}
+
+impl From<HeadError> for Refusal {
+    fn from(refused: HeadError) -> Refusal {
+        match refused {
+            HeadError::Malformed(why) => Refusal::BadRequest(why),
+            HeadError::TooLarge => Refusal::HeadTooLarge,
+            HeadError::NotImplemented(why) => Refusal::NotImplemented(why),
+        }
+    }
 }
 
 /// `Retry-After` of a refused connection.
@@ -108,6 +126,8 @@ impl Refusal {
             Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Refusal::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Refusal::TooManySessions { .. } | Refusal::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Refusal::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -154,6 +174,8 @@ impl Refusal {
             Refusal::TooManyConnections => {
                 format!("Overloaded: too many connections; retry in {} s", seconds(CONNECTION_RETRY_AFTER))
             }
+            Refusal::HeadTooLarge => "Request Header Fields Too Large".into(),
+            Refusal::NotImplemented(why) => format!("Not Implemented: {why}"),
         }
     }
 
@@ -174,9 +196,17 @@ impl Refusal {
         }
     }
 
-    /// Refusals after which the connection is closed: the body was not (fully) read.
+    /// Refusals after which the connection is closed: the body was not (fully) read, or
+    /// the request's authority is ambiguous (a front proxy may have routed it otherwise,
+    /// so what follows on the connection is not trusted either).
     fn closes(&self) -> bool {
-        matches!(self, Refusal::TooLarge { .. } | Refusal::BodyTimeout | Refusal::TooManyConnections)
+        matches!(
+            self,
+            Refusal::TooLarge { .. }
+                | Refusal::BodyTimeout
+                | Refusal::TooManyConnections
+                | Refusal::Forbidden(OriginRefusal::Ambiguous(_))
+        )
     }
 
     /// The JSON-RPC error text. A decode error names its own id, when it could read one.

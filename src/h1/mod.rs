@@ -15,6 +15,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
+#[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
+pub mod offline;
 pub(crate) mod server;
 
 /// Longest answer head (status line and fields) read from an upstream.
@@ -111,11 +113,13 @@ pub(crate) struct Head {
 pub(crate) struct FramingFields {
     /// Whether any `Transfer-Encoding` field came.
     transfer_encoding: bool,
-    /// Whether the last transfer coding of those fields is `chunked`.
-    chunked_last: bool,
+    /// The transfer codings of those fields, in order.
+    codings: Codings,
     /// `Content-Length`: every field and list item the same decimal number (`None`
     /// without one), else why not.
     length: Result<Option<u64>, &'static str>,
+    /// Whether `Content-Length` came more than once (in two fields or as a list).
+    length_repeated: bool,
     /// Whether `Connection` holds `close`.
     close: bool,
     /// Whether `Connection` holds `keep-alive`.
@@ -128,8 +132,9 @@ impl Default for FramingFields {
     fn default() -> Self {
         FramingFields {
             transfer_encoding: false,
-            chunked_last: false,
+            codings: Codings::default(),
             length: Ok(None),
+            length_repeated: false,
             close: false,
             keep_alive: false,
             expect_continue: None,
@@ -142,16 +147,9 @@ impl FramingFields {
     pub(crate) fn note(&mut self, name: &HeaderName, value: &HeaderValue) {
         if *name == TRANSFER_ENCODING {
             self.transfer_encoding = true;
-            // A value that is not visible ASCII ends with a coding that is not chunked.
-            match value.to_str() {
-                Ok(text) => {
-                    if let Some(coding) = text.split(',').map(str::trim).rfind(|c| !c.is_empty()) {
-                        self.chunked_last = coding.eq_ignore_ascii_case("chunked");
-                    }
-                }
-                Err(_) => self.chunked_last = false,
-            }
+            self.codings.note(value.as_bytes());
         } else if *name == CONTENT_LENGTH {
+            self.length_repeated |= self.has_content_length() || value.as_bytes().contains(&b',');
             if let Ok(seen) = self.length {
                 self.length = more_length(seen, value.as_bytes());
             }
@@ -172,7 +170,18 @@ impl FramingFields {
 
     /// Whether the last transfer coding is `chunked`.
     pub(crate) fn chunked_last(&self) -> bool {
-        self.chunked_last
+        self.codings.chunked_last
+    }
+
+    /// The transfer codings of the `Transfer-Encoding` fields.
+    pub(crate) fn codings(&self) -> Codings {
+        self.codings
+    }
+
+    /// Whether `Content-Length` came more than once, in two fields or as a list (even of
+    /// one number).
+    pub(crate) fn length_repeated(&self) -> bool {
+        self.length_repeated
     }
 
     /// Whether any `Content-Length` field came (well-formed or not).
@@ -198,6 +207,56 @@ impl FramingFields {
     pub(crate) fn expects_continue(&self) -> bool {
         self.expect_continue == Some(true)
     }
+}
+
+/// What the elements of a message's `Transfer-Encoding` fields say, all fields in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Codings {
+    /// How many times `chunked` is applied.
+    pub(crate) chunked: u8,
+    /// Whether a coding other than `chunked` is applied.
+    pub(crate) other: bool,
+    /// Whether an element is no coding at all (not a token), or `chunked` with
+    /// parameters, which it has none of.
+    pub(crate) malformed: bool,
+    /// Whether the last coding is `chunked`.
+    pub(crate) chunked_last: bool,
+}
+
+impl Codings {
+    /// Notes the elements of one field value. An empty element is malformed here,
+    /// although RFC 9110 §5.6.1 has a list skip it: a reader that takes `chunked,` for a
+    /// coding other than chunked frames the body otherwise.
+    fn note(&mut self, value: &[u8]) {
+        for element in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if element.is_empty() {
+                self.malformed = true;
+                continue;
+            }
+            let (coding, parameters) = match memchr::memchr(b';', element) {
+                Some(at) => (element[..at].trim_ascii(), true),
+                None => (element, false),
+            };
+            if coding.eq_ignore_ascii_case(b"chunked") {
+                self.chunked = self.chunked.saturating_add(1);
+                self.malformed |= parameters;
+                self.chunked_last = true;
+            } else {
+                self.other = true;
+                self.malformed |= !is_token(coding);
+                self.chunked_last = false;
+            }
+        }
+    }
+}
+
+/// Whether `text` is a token (RFC 9110 §5.6.2): one or more `tchar`.
+fn is_token(text: &[u8]) -> bool {
+    !text.is_empty() && text.iter().all(|&b| is_tchar(b))
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The name of a header field: the usual ones of MCP requests and answers matched here
@@ -460,7 +519,13 @@ impl BodyDecoder {
                     let Some(line) = take_line(buf, MAX_HEAD - seen, "trailers too long")? else {
                         return Ok(Step::More);
                     };
-                    self.state = if line.is_empty() { State::Done } else { State::Trailers(seen + line.len() + 2) };
+                    if line.is_empty() {
+                        self.state = State::Done;
+                    } else if trailer_ok(&line) {
+                        self.state = State::Trailers(seen + line.len() + 2);
+                    } else {
+                        return Err(ProtocolError::Chunk("malformed trailer field"));
+                    }
                 }
             }
         }
@@ -495,16 +560,17 @@ fn take_line(buf: &mut BytesMut, max: usize, too_long: &'static str) -> Result<O
     }
 }
 
-/// The size of a chunk-size line: hexadecimal digits, then any extensions after `;`.
+/// The size of a chunk-size line (RFC 9112 §7.1.1): hexadecimal digits, then nothing
+/// but whitespace and well-formed extensions. The line ends at its first CRLF, so a
+/// quoted string it leaves open, or a CR anywhere in it, is refused: a reader that took
+/// the quoted line end as part of the extension would find other chunks.
 fn chunk_size(line: &[u8]) -> Result<u64, ProtocolError> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 {
+    if digits == 0 || digits > 15 {
         return Err(ProtocolError::Chunk("chunk size is not hexadecimal"));
     }
-    let rest = &line[digits..];
-    let rest_ok = rest.iter().position(|b| *b != b' ' && *b != b'\t').is_none_or(|i| rest[i] == b';');
-    if digits > 15 || !rest_ok {
-        return Err(ProtocolError::Chunk("chunk size is not hexadecimal"));
+    if !extensions_ok(&line[digits..]) {
+        return Err(ProtocolError::Chunk("malformed chunk extension"));
     }
     let mut size = 0u64;
     for b in &line[..digits] {
@@ -516,6 +582,67 @@ fn chunk_size(line: &[u8]) -> Result<u64, ProtocolError> {
         size = size * 16 + u64::from(digit);
     }
     Ok(size)
+}
+
+/// Whether what follows a chunk size is `*( BWS ";" BWS name [ BWS "=" BWS value ] )`
+/// and optional whitespace, the value a token or a quoted string.
+fn extensions_ok(mut rest: &[u8]) -> bool {
+    loop {
+        rest = skip_whitespace(rest);
+        match rest.split_first() {
+            None => return true,
+            Some((b';', after)) => rest = skip_whitespace(after),
+            Some(_) => return false,
+        }
+        let name = token_len(rest);
+        if name == 0 {
+            return false;
+        }
+        rest = skip_whitespace(&rest[name..]);
+        if let Some((b'=', after)) = rest.split_first() {
+            let value = skip_whitespace(after);
+            let len = if value.first() == Some(&b'"') { quoted_len(value) } else { token_len(value) };
+            if len == 0 {
+                return false;
+            }
+            rest = &value[len..];
+        }
+    }
+}
+
+fn skip_whitespace(text: &[u8]) -> &[u8] {
+    let spaces = text.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    &text[spaces..]
+}
+
+/// How long the token at the start of `text` is.
+fn token_len(text: &[u8]) -> usize {
+    text.iter().take_while(|&&b| is_tchar(b)).count()
+}
+
+/// How long the quoted string at the start of `text` is, its quotes included (0 when
+/// it does not end, or holds a control character).
+fn quoted_len(text: &[u8]) -> usize {
+    let text_byte = |b: u8| b == b'\t' || (b >= 0x20 && b != 0x7f);
+    let mut at = 1;
+    while let Some(&b) = text.get(at) {
+        match b {
+            b'"' => return at + 1,
+            b'\\' if text.get(at + 1).is_some_and(|&q| text_byte(q)) => at += 2,
+            _ if text_byte(b) && b != b'\\' => at += 1,
+            _ => return 0,
+        }
+    }
+    0
+}
+
+/// Whether a trailer line is a field line: a token, a colon, and a value of visible
+/// characters and whitespace (no obs-fold, no CR).
+fn trailer_ok(line: &[u8]) -> bool {
+    let name = token_len(line);
+    name > 0
+        && line.get(name) == Some(&b':')
+        && line[name + 1..].iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
 #[cfg(test)]
@@ -676,7 +803,7 @@ mod tests {
 
     #[test]
     fn bodies_come_out_whole_however_the_bytes_arrive() {
-        let chunked = b"5;ext=1\r\nhello\r\n1\r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
+        let chunked = b"5;ext=1\r\nhello\r\n1 ; a ; b = \"q\\\"\\;\" \r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
         for step in [1, 2, 3, 7, 1000] {
             assert_eq!(decode_in_pieces(BodyLength::Chunked, chunked, step).unwrap(), b"hello world!", "step {step}");
             assert_eq!(decode_in_pieces(BodyLength::Exact(5), b"hello", step).unwrap(), b"hello");
@@ -689,7 +816,30 @@ mod tests {
     fn a_body_cut_short_or_badly_chunked_is_an_error() {
         assert_eq!(decode_in_pieces(BodyLength::Exact(10), b"short", 3), Err(ProtocolError::Truncated));
         assert_eq!(decode_in_pieces(BodyLength::Chunked, b"5\r\nhel", 3), Err(ProtocolError::Truncated));
-        for bad in [&b"zz\r\n"[..], b"5\r\nhelloXX0\r\n\r\n", b"5\nhello", b"1234567890abcdef0\r\n", b"5 x\r\nhello"] {
+        let bad_chunks = [
+            &b"zz\r\n"[..],
+            b"5\r\nhelloXX0\r\n\r\n",
+            b"5\nhello",
+            b"1234567890abcdef0\r\n",
+            b"0000000000000005\r\nhello",
+            b"5 x\r\nhello",
+            b"-5\r\nhello",
+            b"0x5\r\nhello",
+            b" 5\r\nhello",
+            b"5 5\r\nhello",
+            b"5;a=\"x\r\n\"\r\nhello\r\n0\r\n\r\n",
+            b"5;a=\"x\r\nhello\r\n0\r\n\r\n",
+            b"5;a\rb\r\nhello",
+            b"5;\r\nhello",
+            b"5;a=\r\nhello",
+            b"5;a b\r\nhello",
+            b"5;a=\"\x01\"\r\nhello",
+            b"0\r\nx-t: 1\r\n folded\r\n\r\n",
+            b"0\r\nx-t : 1\r\n\r\n",
+            b"0\r\nno colon\r\n\r\n",
+            b"0\r\nx-t: a\rb\r\n\r\n",
+        ];
+        for bad in bad_chunks {
             assert!(
                 matches!(decode_in_pieces(BodyLength::Chunked, bad, 2), Err(ProtocolError::Chunk(_))),
                 "{}",

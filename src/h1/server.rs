@@ -24,6 +24,10 @@ pub(crate) struct RequestHead {
     pub(crate) expects_continue: bool,
 }
 
+/// The largest `Content-Length` taken: a front proxy that keeps lengths in a signed
+/// 64-bit number reads a larger one otherwise.
+const MAX_LENGTH: u64 = i64::MAX as u64;
+
 /// Why a request head was refused: the status of the answer, before the connection is
 /// closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +36,8 @@ pub(crate) enum HeadError {
     Malformed(&'static str),
     /// Longer than [`MAX_HEAD`] bytes or more than [`MAX_HEADERS`] fields: 431.
     TooLarge,
+    /// A transfer coding other than `chunked`: 501.
+    NotImplemented(&'static str),
 }
 
 impl HeadError {
@@ -40,6 +46,7 @@ impl HeadError {
         match self {
             HeadError::Malformed(_) => StatusCode::BAD_REQUEST,
             HeadError::TooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            HeadError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -69,6 +76,9 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
         .iter()
         .map(|f| (offset(f.name.as_bytes()), f.name.len(), offset(f.value), f.value.len()))
         .collect();
+    if !crlf_only(&buf[..len]) {
+        return Err(HeadError::Malformed("a line not ended by CRLF"));
+    }
     let head = buf.split_to(len).freeze();
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1))
         .map_err(|_| HeadError::Malformed("bad request target"))?;
@@ -82,8 +92,8 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
         fields.note(&name, &value);
         headers.append(name, value);
     }
-    let (body, smuggling_guard) = request_framing(&fields)?;
-    let keep_alive = !smuggling_guard && fields.keep_alive(version);
+    let body = request_framing(&fields, version, &method)?;
+    let keep_alive = fields.keep_alive(version);
     let expects_continue = version == Version::HTTP_11 && fields.expects_continue();
     let mut request = Request::new(());
     *request.method_mut() = method;
@@ -93,18 +103,72 @@ pub(crate) fn parse_request(buf: &mut BytesMut) -> Result<Option<RequestHead>, H
     Ok(Some(RequestHead { request, body, keep_alive, expects_continue }))
 }
 
-/// How a request's body is framed (RFC 9112 §6.3), and whether the connection must close
-/// after the answer: a request with both `Transfer-Encoding` and `Content-Length` is read
-/// by its chunks, but nothing after it on that connection is trusted.
-fn request_framing(fields: &FramingFields) -> Result<(BodyLength, bool), HeadError> {
-    if fields.has_transfer_encoding() {
-        if !fields.chunked_last() {
-            return Err(HeadError::Malformed("a transfer coding other than chunked last"));
+/// Whether a head of which the first `scanned` bytes of `buf` were looked at already is
+/// worth parsing again: at the first look (most heads arrive whole in one read), once
+/// an empty line may have come, or once it is too long to wait for (then it is refused
+/// as its bytes deserve: 400 when malformed, else 431).
+pub(crate) fn worth_parsing(buf: &[u8], scanned: usize) -> bool {
+    scanned == 0 || buf.len() > MAX_HEAD || head_may_end(buf, scanned)
+}
+
+/// Whether `buf` may hold a whole head: an empty line (`\n\n` or `\n\r\n`) ends it,
+/// looked for only past the first `scanned` bytes (and the three before them).
+fn head_may_end(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3);
+    let rest = &buf[from.min(buf.len())..];
+    memchr::memchr_iter(b'\n', rest).any(|i| {
+        let after = &rest[i + 1..];
+        after.first() == Some(&b'\n') || after.starts_with(b"\r\n")
+    })
+}
+
+/// Whether every line of a head ends with CRLF: `httparse` also takes a bare LF, which a
+/// front proxy may read otherwise.
+fn crlf_only(head: &[u8]) -> bool {
+    memchr::memchr_iter(b'\n', head).all(|at| at > 0 && head[at - 1] == b'\r')
+}
+
+/// How a request's body is framed (RFC 9112 §6.3), or why its framing cannot be
+/// trusted. Stricter than the RFC where a front proxy might read the body otherwise:
+/// `Content-Length` with `Transfer-Encoding`, `Content-Length` twice (even the same
+/// number), and a body on a GET, HEAD or DELETE are refused rather than read.
+fn request_framing(fields: &FramingFields, version: Version, method: &Method) -> Result<BodyLength, HeadError> {
+    let body = if fields.has_transfer_encoding() {
+        transfer_coded(fields, version)?;
+        BodyLength::Chunked
+    } else {
+        match fields.content_length().map_err(HeadError::Malformed)? {
+            _ if fields.length_repeated() => return Err(HeadError::Malformed("Content-Length given more than once")),
+            Some(n) if n > MAX_LENGTH => return Err(HeadError::Malformed("Content-Length too large")),
+            length => BodyLength::Exact(length.unwrap_or(0)),
         }
-        return Ok((BodyLength::Chunked, fields.has_content_length()));
+    };
+    let bodiless = *method == Method::GET || *method == Method::HEAD || *method == Method::DELETE;
+    if bodiless && body != BodyLength::Exact(0) {
+        return Err(HeadError::Malformed("a body on a GET, HEAD or DELETE request"));
     }
-    let length = fields.content_length().map_err(HeadError::Malformed)?;
-    Ok((BodyLength::Exact(length.unwrap_or(0)), false))
+    Ok(body)
+}
+
+/// Whether a request's `Transfer-Encoding` can be read: HTTP/1.1, no `Content-Length`
+/// beside it, and a single `chunked` as its only coding (RFC 9112 §6.1, §6.3).
+fn transfer_coded(fields: &FramingFields, version: Version) -> Result<(), HeadError> {
+    let codings = fields.codings();
+    if version == Version::HTTP_10 {
+        Err(HeadError::Malformed("Transfer-Encoding in an HTTP/1.0 request"))
+    } else if fields.has_content_length() {
+        Err(HeadError::Malformed("both Transfer-Encoding and Content-Length"))
+    } else if codings.malformed {
+        Err(HeadError::Malformed("a malformed Transfer-Encoding"))
+    } else if !codings.chunked_last {
+        Err(HeadError::Malformed("a Transfer-Encoding that does not end with chunked"))
+    } else if codings.chunked > 1 {
+        Err(HeadError::Malformed("chunked applied more than once"))
+    } else if codings.other {
+        Err(HeadError::NotImplemented("a transfer coding other than chunked"))
+    } else {
+        Ok(())
+    }
 }
 
 /// How an answer's body goes on the wire.
@@ -220,29 +284,99 @@ mod tests {
     fn framing_and_keep_alive_follow_rfc_9112() {
         let head = |fields: &str| parse(&format!("POST / HTTP/1.1\r\n{fields}\r\n")).map(|h| h.unwrap().0);
         assert_eq!(head("").unwrap().body, BodyLength::Exact(0));
-        assert_eq!(head("Content-Length: 5, 5\r\n").unwrap().body, BodyLength::Exact(5));
+        assert_eq!(head("Content-Length: 5\r\n").unwrap().body, BodyLength::Exact(5));
+        assert_eq!(head("Transfer-Encoding: Chunked\r\n").unwrap().body, BodyLength::Chunked);
         assert!(head("Content-Length: 5\r\nContent-Length: 6\r\n").is_err());
         assert!(head("Content-Length: -1\r\n").is_err());
         assert!(head("Content-Length: 1e3\r\n").is_err());
-        assert_eq!(head("Transfer-Encoding: gzip, chunked\r\n").unwrap().body, BodyLength::Chunked);
+        assert!(head("Content-Length: 9223372036854775808\r\n").is_err(), "beyond a signed 64-bit length");
         assert!(head("Transfer-Encoding: chunked, gzip\r\n").is_err(), "no length to read by");
-        let both = head("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n").unwrap();
-        assert_eq!(both.body, BodyLength::Chunked);
-        assert!(!both.keep_alive, "nothing after a request with both is trusted");
         assert!(!head("Connection: close\r\n").unwrap().keep_alive);
         assert!(head("Expect: 100-Continue\r\n").unwrap().expects_continue);
-        // Fields of one name count together, in their order.
-        assert_eq!(head("Content-Length: 5\r\nContent-Length: 5\r\n").unwrap().body, BodyLength::Exact(5));
         assert!(head("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n").is_err());
-        assert_eq!(
-            head("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n").unwrap().body,
-            BodyLength::Chunked
-        );
         assert!(!head("Connection: keep-alive, Close\r\n").unwrap().keep_alive);
         assert!(!head("Expect: nothing\r\nExpect: 100-continue\r\n").unwrap().expects_continue, "the first one counts");
         let old = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().0;
         assert!(!old.keep_alive && old.request.version() == Version::HTTP_10);
         assert!(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap().unwrap().0.keep_alive);
+    }
+
+    #[test]
+    fn framing_a_front_proxy_could_read_otherwise_is_refused() {
+        let refused = |request: &str| parse(request).map(|h| h.map(|(h, _)| h.body)).unwrap_err();
+        let bad = |why| HeadError::Malformed(why);
+        let cases = [
+            (
+                "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
+                bad("Transfer-Encoding in an HTTP/1.0 request"),
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+                bad("both Transfer-Encoding and Content-Length"),
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+                bad("both Transfer-Encoding and Content-Length"),
+            ),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", bad("chunked applied more than once")),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                bad("chunked applied more than once"),
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                HeadError::NotImplemented("a transfer coding other than chunked"),
+            ),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked;q=1\r\n\r\n", bad("a malformed Transfer-Encoding")),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: \"chunked\"\r\n\r\n", bad("a malformed Transfer-Encoding")),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: \r\n\r\n", bad("a malformed Transfer-Encoding")),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n", bad("a malformed Transfer-Encoding")),
+            ("POST / HTTP/1.1\r\nTransfer-Encoding: , chunked\r\n\r\n", bad("a malformed Transfer-Encoding")),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: identity\r\n\r\n",
+                bad("a Transfer-Encoding that does not end with chunked"),
+            ),
+            ("POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n", bad("Content-Length given more than once")),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+                bad("Content-Length given more than once"),
+            ),
+            ("GET / HTTP/1.1\r\nContent-Length: 1\r\n\r\n", bad("a body on a GET, HEAD or DELETE request")),
+            ("HEAD / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", bad("a body on a GET, HEAD or DELETE request")),
+            ("DELETE / HTTP/1.1\r\nContent-Length: 2\r\n\r\n", bad("a body on a GET, HEAD or DELETE request")),
+            ("GET / HTTP/1.1\nHost: h\n\n", bad("a line not ended by CRLF")),
+            ("GET / HTTP/1.1\r\nHost: h\n\r\n", bad("a line not ended by CRLF")),
+        ];
+        for (request, why) in cases {
+            assert_eq!(refused(request), why, "{request:?}");
+        }
+        assert_eq!(HeadError::NotImplemented("x").status(), StatusCode::NOT_IMPLEMENTED);
+        let empty_get = parse("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").unwrap().unwrap().0;
+        assert_eq!(empty_get.body, BodyLength::Exact(0), "an empty body is no body");
+        // What httparse refuses by itself: obs-fold, whitespace before the colon, a
+        // bare CR, NUL, two spaces in the request line.
+        for request in [
+            "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost : h\r\n\r\n",
+            "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+            "GET / HTTP/1.1\r\nX: a\0b\r\n\r\n",
+            "GET  / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\n\rX: y\r\n\r\n",
+        ] {
+            assert!(matches!(parse(request), Err(HeadError::Malformed(_))), "{request:?}");
+        }
+    }
+
+    #[test]
+    fn a_head_is_parsed_only_once_it_may_be_whole() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for cut in 0..head.len() - 1 {
+            assert!(!head_may_end(&head[..cut], 0), "not before its empty line: {cut}");
+        }
+        assert!(head_may_end(head, 0));
+        assert!(head_may_end(head, head.len() - 1), "found across what was scanned");
+        assert!(head_may_end(b"GET / HTTP/1.1\nHost: h\n\n", 20), "bare line feeds");
+        assert!(!head_may_end(b"GET / HTTP/1.1\r\n\r\n", 40), "nothing new past the scanned part");
     }
 
     #[test]
