@@ -644,9 +644,9 @@ async fn announce_hidden_tools(
     }
 }
 
-/// Housekeeping every 15 s: idle sessions end, histograms are compacted.
+/// Housekeeping every `REAP_EVERY` (15 s): idle sessions end, histograms are compacted.
 async fn reap_sessions(gateway: Arc<Gateway>, metrics: Option<metrics_exporter_prometheus::PrometheusHandle>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    let mut tick = tokio::time::interval(crate::session::table::REAP_EVERY);
     loop {
         tick.tick().await;
         gateway.reap_idle().await;
