@@ -47,7 +47,7 @@ use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
 use crate::resilience::breaker::shared::{BreakerSharing, SharedUpstreams};
-use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
+use crate::resilience::breaker::{BlameLayer, BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
@@ -176,6 +176,9 @@ fn upstream_stack(settings: &UpstreamSettings, slots: &Arc<Slots>, breakers: &Ar
         // One overall deadline per request, covering every attempt and backoff, extended
         // by progress; when it passes the upstream is sent `notifications/cancelled`.
         .layer(DeadlineLayer::new(settings.timeouts))
+        // A process death the evidence lays at a call's door counts on its tool's
+        // breaker once the call as a whole failed with it (no retry succeeded).
+        .layer(BlameLayer::new(Arc::clone(breakers), settings.breaker))
         // Retries of idempotent requests only, with full-jitter backoff, within the
         // deadline and a per-upstream budget.
         .layer(RetryLayer::new(settings.retry))
