@@ -8,6 +8,13 @@
 //! layers above see it as a result like any other: [`GatewayError::Timeout`] when the
 //! request's deadline passed, [`GatewayError::AttemptTimeout`] when only this attempt's.
 //!
+//! Without `timeouts.attempt`, an idempotent attempt on a replicated upstream still ends
+//! after a third of the request's deadline (at least [`DERIVED_FLOOR`]) while a replica
+//! the request has not tried remains: a hung replica then costs a third of the deadline
+//! and the retry on another one fits in the rest, which gets the whole remaining time
+//! (no replica left to go to). A single server gets no such cut: a retry would only go
+//! back to it.
+//!
 //! With tracing on, each attempt runs in a span of its own (so retries are siblings
 //! under the request's span) and carries that span's trace context upstream; a process
 //! gets it in `params._meta`, replacing the client's. With tracing off, the client's own
@@ -26,6 +33,19 @@ use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::telemetry::metrics;
 use crate::telemetry::trace::{propagation, spans};
 
+/// The least attempt timeout derived from a deadline.
+pub const DERIVED_FLOOR: Duration = Duration::from_secs(1);
+
+/// The share of the request's deadline a derived attempt timeout allows (one in this).
+const DERIVED_SHARE: u32 = 3;
+
+/// The attempt timeout of `req` on `endpoint` when none is configured: a share of its
+/// deadline while another replica the request has not tried could take the retry.
+fn derived_timeout(req: &UpstreamCall, endpoint: Option<u16>) -> Option<Duration> {
+    let endpoint = endpoint?;
+    req.target.has_untried(endpoint, &req.avoid).then(|| (req.clock.allowed() / DERIVED_SHARE).max(DERIVED_FLOOR))
+}
+
 /// Applies [`Attempt`] with one upstream's attempt timeout.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttemptLayer {
@@ -34,7 +54,8 @@ pub struct AttemptLayer {
 }
 
 impl AttemptLayer {
-    /// Attempts of idempotent requests end after `timeout` without progress.
+    /// Attempts of idempotent requests end after `timeout` without progress (none: after
+    /// a derived one on replicated upstreams, see the module's docs).
     pub fn new(timeout: Option<Duration>) -> AttemptLayer {
         AttemptLayer { timeout, traced: false }
     }
@@ -102,7 +123,7 @@ where
         }
         // A non-idempotent call cannot be tried again: cutting it short would only lose
         // its answer.
-        let timeout = self.timeout.filter(|_| req.idempotent);
+        let timeout = self.timeout.or_else(|| derived_timeout(&req, endpoint)).filter(|_| req.idempotent);
         let mut attempt_deadline = timeout.map(|t| Instant::now() + t);
         req.attempt_deadline = Some(attempt_deadline.map_or(req.clock.deadline(), |a| a.min(req.clock.deadline())));
         // Progress only matters when it restarts an attempt timeout: then an attempt
