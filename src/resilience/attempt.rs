@@ -195,6 +195,78 @@ mod tests {
     use super::*;
     use crate::resilience::testing::{call, ok};
 
+    /// Two replicas: attempts go to the one not tried yet.
+    struct TwoReplicas;
+
+    impl crate::call::Transport for TwoReplicas {
+        fn send<'a>(
+            &'a self,
+            call: &'a UpstreamCall,
+        ) -> crate::call::BoxFuture<'a, Result<crate::call::Reply, crate::call::UpstreamError>> {
+            crate::resilience::testing::Unreachable.send(call)
+        }
+        fn pick(&self, avoid: &[u16]) -> Option<u16> {
+            Some(u16::from(avoid.contains(&0)))
+        }
+        fn has_untried(&self, endpoint: u16, tried: &[u16]) -> bool {
+            (0..2).any(|j| j != endpoint && !tried.contains(&j))
+        }
+        fn notify(
+            &self,
+            _n: crate::jsonrpc::Notification,
+        ) -> crate::call::BoxFuture<'_, Result<(), crate::call::UpstreamError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn respond(
+            &self,
+            _e: Option<u16>,
+            _id: crate::jsonrpc::Id,
+            _body: crate::call::Reply,
+        ) -> crate::call::BoxFuture<'_, Result<(), crate::call::UpstreamError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn init_result(&self) -> Option<Arc<crate::mcp::init::InitResult>> {
+            None
+        }
+        fn subscribe(&self, _key: u64, _sink: crate::call::EventSink) {}
+        fn unsubscribe(&self, _key: u64) {}
+        fn close(&self) -> crate::call::BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_attempt_timeout_a_replica_left_untried_bounds_an_idempotent_attempt() {
+        let hung = service_fn(|_req: UpstreamCall| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            ok()
+        });
+        let svc = AttemptLayer::new(None).layer(hung);
+        let on_replicas = |idempotent, avoid: Vec<u16>| {
+            let mut req = call(idempotent, Duration::from_secs(9));
+            req.target = Arc::new(TwoReplicas);
+            req.avoid = avoid;
+            req
+        };
+        let started = Instant::now();
+        let err = svc.clone().oneshot(on_replicas(true, vec![])).await.unwrap_err();
+        assert!(matches!(err, GatewayError::AttemptTimeout { endpoint: Some(0), .. }), "{err:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "a third of the deadline");
+        // The last replica left gets the whole deadline; so does a call that is not
+        // idempotent; and a single server (no endpoints) too.
+        for case in 0..3 {
+            let req = match case {
+                0 => on_replicas(true, vec![0]),
+                1 => on_replicas(false, vec![]),
+                _ => call(true, Duration::from_secs(9)),
+            };
+            let started = Instant::now();
+            let err = svc.clone().oneshot(req).await.unwrap_err();
+            assert!(matches!(err, GatewayError::Timeout { .. }), "{err:?}");
+            assert_eq!(started.elapsed(), Duration::from_secs(9));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_idempotent_attempt_ends_at_its_own_timeout_within_the_deadline() {
         let calls = Arc::new(AtomicUsize::new(0));
