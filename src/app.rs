@@ -47,7 +47,7 @@ use crate::policy::origin::OriginPolicy;
 use crate::policy::rate_limit::RateLimitLayer;
 use crate::resilience::attempt::AttemptLayer;
 use crate::resilience::breaker::shared::{BreakerSharing, SharedUpstreams};
-use crate::resilience::breaker::{BreakerKey, BreakerLayer, Breakers, State as BreakerState};
+use crate::resilience::breaker::{BlameLayer, BreakerKey, BreakerLayer, Breakers, State as BreakerState};
 use crate::resilience::deadline::DeadlineLayer;
 use crate::resilience::load_shed::{LoadShedLayer, Slots};
 use crate::resilience::retry::RetryLayer;
@@ -176,6 +176,9 @@ fn upstream_stack(settings: &UpstreamSettings, slots: &Arc<Slots>, breakers: &Ar
         // One overall deadline per request, covering every attempt and backoff, extended
         // by progress; when it passes the upstream is sent `notifications/cancelled`.
         .layer(DeadlineLayer::new(settings.timeouts))
+        // A process death the evidence lays at a call's door counts on its tool's
+        // breaker once the call as a whole failed with it (no retry succeeded).
+        .layer(BlameLayer::new(Arc::clone(breakers), settings.breaker))
         // Retries of idempotent requests only, with full-jitter backoff, within the
         // deadline and a per-upstream budget.
         .layer(RetryLayer::new(settings.retry))
@@ -644,9 +647,9 @@ async fn announce_hidden_tools(
     }
 }
 
-/// Housekeeping every 15 s: idle sessions end, histograms are compacted.
+/// Housekeeping every `REAP_EVERY` (15 s): idle sessions end, histograms are compacted.
 async fn reap_sessions(gateway: Arc<Gateway>, metrics: Option<metrics_exporter_prometheus::PrometheusHandle>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    let mut tick = tokio::time::interval(crate::session::table::REAP_EVERY);
     loop {
         tick.tick().await;
         gateway.reap_idle().await;

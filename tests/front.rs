@@ -145,7 +145,9 @@ fn assert_overloaded(reply: &mcp_client::Reply, id: Value) {
 async fn too_many_sessions_is_an_overload_answer() {
     let gw = Seawall::start(&config_yaml(&[nowhere()], "session: { max_sessions: 2 }\n")).await;
     let first = Client::connect(&gw.url, json!({})).await;
-    let _second = Client::connect(&gw.url, json!({})).await;
+    let second = Client::connect(&gw.url, json!({})).await;
+    // Both busy (their GET streams read): none of this address's sessions can make room.
+    let _streams = [first.open_stream().await, second.open_stream().await];
     let third = Client::new(&gw.url).post(initialize_body(json!("third"))).await;
     assert_overloaded(&third, json!("third"));
     // An ended session gives its place back.
@@ -158,10 +160,12 @@ async fn too_many_sessions_is_an_overload_answer() {
 async fn one_peer_cannot_take_every_session() {
     let extra = "session: { max_sessions: 10, max_sessions_per_peer: 2 }\n";
     let gw = Seawall::start(&config_yaml(&[nowhere()], extra)).await;
-    let _a = Client::connect(&gw.url, json!({})).await;
-    let _b = Client::connect(&gw.url, json!({})).await;
+    let a = Client::connect(&gw.url, json!({})).await;
+    let b = Client::connect(&gw.url, json!({})).await;
+    let _streams = [a.open_stream().await, b.open_stream().await];
     let third = Client::new(&gw.url).post(initialize_body(json!(3))).await;
     assert_overloaded(&third, json!(3));
+    assert_eq!(third.header("retry-after").as_deref(), Some("1"), "a place is made as soon as one goes idle");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,9 +178,12 @@ async fn a_burst_of_initialize_calls_opens_no_more_upstream_sessions_than_fit() 
     .await;
     let count_inits = || remote.recorded().iter().filter(|e| e["event"] == "initialize").count();
     let before = count_inits();
-    let burst = (0..40).map(|i| {
+    // From 40 addresses: no client's own session could make room for another's.
+    let burst = (0..40u8).map(|i| {
         let url = gw.url.clone();
-        async move { Client::new(&url).post(initialize_body(json!(i))).await.status }
+        let local = std::net::IpAddr::from([127, 0, 1, i + 1]);
+        let http = reqwest::Client::builder().local_address(local).build().expect("client");
+        async move { Client { http, ..Client::new(&url) }.post(initialize_body(json!(i))).await.status }
     });
     let statuses = futures::future::join_all(burst).await;
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 5, "{statuses:?}");

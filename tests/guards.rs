@@ -166,7 +166,10 @@ async fn answers_to_an_allowed_origin_are_readable_refusals_included() {
     assert_readable(&init);
     assert!(init.header("mcp-session-id").is_some());
 
-    // 503 (this principal's session cap), 429 (rate limit), 404 (unknown session).
+    // 503 (this principal's session cap, while its one session reads its GET stream),
+    // 429 (rate limit), 404 (unknown session).
+    let (status, _stream) = c.open_stream().await;
+    assert_eq!(status, 200);
     let over = client_with(&gw.url, &headers, None).post(initialize_body(json!(4))).await;
     assert_overloaded(&over, json!(4));
     assert_readable(&over);
@@ -201,7 +204,7 @@ async fn without_cors_an_allowed_origin_is_refused_and_preflights_are_not_answer
 }
 
 // ---------------------------------------------------------------------------------------
-// Sessions and requests in flight per principal
+// Sessions per address and per principal, requests in flight per principal
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,8 +213,11 @@ async fn one_principal_cannot_take_every_session() {
     let gw = Seawall::start(&format!("{}{extra}", demo_stdio())).await;
     let ci = |local: &str| client_with(&gw.url, &[("authorization", &bearer(CI_KEY))], Some(local.parse().unwrap()));
     let first = open(ci("127.0.0.1")).await;
-    let _second = open(ci("127.0.0.2")).await;
-    // From any address: the cap is the principal's.
+    let second = open(ci("127.0.0.2")).await;
+    // Both busy (their GET streams read): no session of ci's can make room, and from
+    // any address the cap is the principal's.
+    let streams = [first.open_stream().await, second.open_stream().await];
+    assert!(streams.iter().all(|(status, _)| *status == 200));
     let third = ci("127.0.0.3").post(initialize_body(json!("third"))).await;
     assert_overloaded(&third, json!("third"));
     let ops = open(client_with(&gw.url, &[("authorization", &bearer(OPS_KEY))], None)).await;
@@ -220,6 +226,84 @@ async fn one_principal_cannot_take_every_session() {
     assert_eq!(first.delete().await, 200);
     let again = open(ci("127.0.0.3")).await;
     assert_eq!(again.request(1, "ping", json!({})).await.status, 200);
+}
+
+/// A modern-era `tools/list` whose envelope offers `capabilities` (a context per set).
+async fn modern_list(c: &Client, id: u64, capabilities: Value) -> Reply {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "seawall-tests", "version": "1"},
+    });
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {"_meta": meta}});
+    c.post_raw(body.to_string(), &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")]).await
+}
+
+/// Polls the demo's record until an upstream session was ended by a DELETE.
+async fn upstream_session_deleted(demo: &DemoUpstream) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
+        if demo.recorded().iter().any(|e| e["event"] == "session_closed" && e["by"] == "DELETE") {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_left_open_make_room_for_their_address_and_busy_ones_never_go() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let gw = Seawall::start(&format!("{}session: {{ max_sessions_per_peer: 3 }}\n", demo_http(&demo))).await;
+    let from = |local: &str| client_with(&gw.url, &[], Some(local.parse().unwrap()));
+    // Three sessions never DELETEd, as many clients leave theirs; the oldest is busy.
+    let busy = open(from("127.0.0.2")).await;
+    let oldest_idle = open(from("127.0.0.2")).await;
+    let idle = open(from("127.0.0.2")).await;
+    let sleep = |c: &Client, id: u64, ms: u64| {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_tool(id, "demo__sleep", json!({"ms": ms, "progress": false})).await })
+    };
+    let call = sleep(&busy, 1, 1500);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(demo.recorded().iter().all(|e| e["event"] != "session_closed"));
+
+    // A fourth is admitted: the least recently used idle session makes room, ended as a
+    // DELETE ends it (404 from then on, its upstream session deleted).
+    let fourth = open(from("127.0.0.2")).await;
+    assert_eq!(oldest_idle.request(2, "ping", json!({})).await.status, 404, "the least recently used idle one goes");
+    assert!(upstream_session_deleted(&demo).await, "its upstream session is deleted: {:?}", demo.recorded());
+    assert_eq!(idle.request(2, "ping", json!({})).await.status, 200);
+    let slept = call.await.expect("sleep task");
+    assert!(slept["isError"].is_null() && slept.get("content").is_some(), "the busy session's call ends well: {slept}");
+    assert_eq!(busy.request(2, "ping", json!({})).await.status, 200, "a session with a call in flight never goes");
+
+    // Every session of the address busy (a call in flight, a GET stream read): refused,
+    // with a retry hint that holds — a place is made as soon as one goes idle.
+    let calls = [sleep(&busy, 3, 2500), sleep(&idle, 3, 2500)];
+    let (status, stream) = fourth.open_stream().await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = from("127.0.0.2").post(initialize_body(json!("late"))).await;
+    assert_overloaded(&refused, json!("late"));
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"), "{}", refused.raw);
+    assert_eq!(open(from("127.0.0.3")).await.request(1, "ping", json!({})).await.status, 200, "other addresses");
+    for call in calls {
+        call.await.expect("sleep task");
+    }
+    drop(stream);
+    let admitted = from("127.0.0.2").post(initialize_body(json!("later"))).await;
+    assert_eq!(admitted.status, 200, "admitted once a session is idle again: {}", admitted.raw);
+
+    // A modern client's contexts count the same way: a fourth set of capabilities from
+    // one address is served, the least recently used context making room.
+    let modern = from("127.0.0.4");
+    for (id, capability) in ["sampling", "roots", "elicitation", "experimental"].into_iter().enumerate() {
+        let listed = modern_list(&modern, id as u64, json!({ capability: {} })).await;
+        assert_eq!(listed.status, 200, "context {id}: {}", listed.raw);
+    }
+    let again = modern_list(&modern, 9, json!({"sampling": {}})).await;
+    assert_eq!(again.status, 200, "a context let go opens again when used: {}", again.raw);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

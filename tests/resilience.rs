@@ -1,11 +1,14 @@
 //! Resilience through the real binary against the demo upstream over HTTP: deadlines
 //! that cancel upstream, progress that keeps calls alive, idempotent-only retries, the
-//! retry budget under an outage, and load shedding.
+//! retry budget under an outage, and load shedding; over stdio: a process death blamed
+//! on the tool that caused it, not on those merely in flight.
 
 mod common;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{DemoUpstream, Seawall};
@@ -278,4 +281,100 @@ async fn a_second_endpoint_takes_over_when_the_first_dies() {
     assert!(second.calls("echo") >= 40 + b);
     let status = Client::get_json(&format!("{}/readyz", gw.admin_url)).await;
     assert_eq!(status["upstreams"]["replicated"]["endpoints_ejected"], json!([true, false]), "{status}");
+}
+
+/// The states the breaker of `tool` on `upstream` was seen in by `/readyz` polls.
+async fn watch_breaker(admin_url: String, tool: &'static str, stop: Arc<AtomicBool>) -> Vec<String> {
+    let mut seen = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        let status = Client::get_json(&format!("{admin_url}/readyz")).await;
+        let breakers = status["breakers"].as_array().cloned().unwrap_or_default();
+        if let Some(state) = breakers.iter().find(|b| b["tool"] == tool).and_then(|b| b["state"].as_str())
+            && seen.last().is_none_or(|last| last != state)
+        {
+            seen.push(state.to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_death_counts_against_the_tool_that_caused_it_not_those_merely_in_flight() {
+    let gw = gateway(
+        "  - name: crashy\n    command: seawall\n    args: [demo-upstream, --stdio]\n    tools: { sleep: { idempotent: true } }\n",
+        "  breaker: { consecutive_failures: 3 }",
+    )
+    .await;
+    let clients: Vec<Client> = futures::future::join_all((0..8).map(|_| Client::connect(&gw.url, json!({})))).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watchers =
+        ["sleep", "crash"].map(|tool| tokio::spawn(watch_breaker(gw.admin_url.clone(), tool, Arc::clone(&stop))));
+    // Eight clients keep a 200 ms idempotent `sleep` in flight each, all the time.
+    let sleepers: Vec<_> = clients
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(n, c)| {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let (mut ok, mut refused, mut failed) = (0, 0, Vec::new());
+                let mut id = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    id += 1;
+                    let reply = c
+                        .request(
+                            id,
+                            "tools/call",
+                            json!({"name": "crashy__sleep", "arguments": {"ms": 200, "progress": false}}),
+                        )
+                        .await;
+                    let answer =
+                        reply.messages.iter().rev().find(|m| m.get("result").is_some() || m.get("error").is_some());
+                    let result = answer.and_then(|m| m.get("result"));
+                    let text = result.map(text_of).unwrap_or_default();
+                    match result.map(|r| r["isError"].as_bool()) {
+                        Some(None | Some(false)) => ok += 1,
+                        Some(Some(true)) if text.contains("temporarily unavailable") => refused += 1,
+                        _ => failed.push(format!("client {n} call {id}: {}", reply.raw)),
+                    }
+                }
+                (ok, refused, failed)
+            })
+        })
+        .collect();
+    // Meanwhile a `crash` call kills the shared process every 1.3 s (it lives long enough
+    // between deaths to be restarted at once), five times.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut crashes = Vec::new();
+    for id in 0..5 {
+        let reply =
+            clients[0].request(1000 + id, "tools/call", json!({"name": "crashy__crash", "arguments": {}})).await;
+        crashes.push(reply.raw);
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (mut ok, mut refused, mut failed) = (0, 0, Vec::new());
+    for sleeper in sleepers {
+        let (o, r, f) = sleeper.await.expect("sleeper");
+        (ok, refused) = (ok + o, refused + r);
+        failed.extend(f);
+    }
+    let [sleep_states, crash_states]: [Vec<String>; 2] = futures::future::join_all(watchers)
+        .await
+        .into_iter()
+        .map(|w| w.expect("watcher"))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("two");
+    println!(
+        "sleep: {ok} ok, {refused} refused, {} failed; sleep breaker {sleep_states:?}, crash breaker {crash_states:?}; crashes: {crashes:?}",
+        failed.len()
+    );
+    assert!(ok > 100, "the sleepers ran: {ok}");
+    assert_eq!(sleep_states, ["closed"], "the breaker of a tool merely in flight at each death never opens");
+    assert_eq!(refused, 0, "no `sleep` call was refused by its breaker");
+    assert!(failed.len() * 100 <= ok, "each death's `sleep` calls are retried on the new process: {failed:?}");
+    assert!(crash_states.iter().any(|s| s == "open"), "the tool in flight at every death is cut off: {crash_states:?}");
+    assert!(crashes.last().is_some_and(|t| t.contains("temporarily unavailable")), "{crashes:?}");
 }

@@ -285,6 +285,9 @@ async fn a_resumed_session_takes_a_place_under_the_session_caps() {
     let first = Client::connect(&a.url, json!({})).await;
     let second = Client::connect(&a.url, json!({})).await;
     assert_eq!(at(&first, &b.url).request(1, "tools/list", json!({})).await.status, 200, "B resumes one");
+    // It reads its GET stream on B: busy, so it cannot make room there.
+    let (status, _stream) = at(&first, &b.url).open_stream().await;
+    assert_eq!(status, 200);
     let refused = at(&second, &b.url).request(2, "tools/list", json!({})).await;
     assert_eq!(refused.status, 503, "the second finds B full: {}", refused.raw);
     assert!(refused.header("retry-after").is_some());

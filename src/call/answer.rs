@@ -40,12 +40,14 @@ pub enum Health {
     Unreachable,
     /// No answer in time.
     NoAnswer,
-    /// The supervised process serving the call died while handling it and is restarted:
-    /// it speaks against the tool that was called, not against the upstream, whose
-    /// supervisor brings it back (a process that cannot come back fails as unreachable).
+    /// The supervised process serving the call died while handling it, and the evidence
+    /// points at the call (see `UpstreamError::ProcessExited`): it speaks against the tool
+    /// that was called once the call as a whole fails with it (a retry that succeeds
+    /// clears it), never against the upstream, whose supervisor brings the process back
+    /// (a process that cannot come back fails as unreachable).
     Crashed,
     /// Not about the upstream's health: cancelled, refused by seawall, rate-limited,
-    /// an oversized answer.
+    /// an oversized answer, a process death that points at no call in particular.
     Irrelevant,
 }
 

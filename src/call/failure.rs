@@ -28,7 +28,12 @@ pub enum UpstreamError {
     Io(String),
     /// The upstream process exited while the request was in flight.
     #[error("the upstream process exited while the request was in flight")]
-    ProcessExited,
+    ProcessExited {
+        /// Whether the evidence points at this request's tool (it was alone in flight,
+        /// or its tool had a call in flight at the process's previous death too): only
+        /// then may the death count against the tool.
+        implicated: bool,
+    },
     /// The upstream process that was serving crashed and is being restarted (it was
     /// exiting when the request was to be written, or is not back within the attempt's
     /// time): nothing was sent.
@@ -80,7 +85,7 @@ impl UpstreamError {
             | UpstreamError::NotRunning(_)
             | UpstreamError::Handshake(_)
             | UpstreamError::Restarting => format!("upstream '{upstream}' is unavailable; the request was not sent"),
-            UpstreamError::ProcessExited => {
+            UpstreamError::ProcessExited { .. } => {
                 format!("upstream '{upstream}' crashed while handling the request; the outcome is unknown")
             }
             UpstreamError::Io(_) | UpstreamError::SessionLost(_) => {
@@ -368,7 +373,14 @@ fn upstream_class(source: &UpstreamError) -> Class {
         UpstreamError::Connect(_) | UpstreamError::NotRunning(_) | UpstreamError::Handshake(_) => {
             transport(Retry::NotSent, Unreachable, "not_sent")
         }
-        UpstreamError::ProcessExited => transport(Retry::IfIdempotent, Health::Crashed, "process_exited"),
+        UpstreamError::ProcessExited { implicated: true } => {
+            transport(Retry::IfIdempotent, Health::Crashed, "process_exited")
+        }
+        // A death that points at no call in particular (several in flight, none seen at
+        // the previous death): nothing is said about this call's tool.
+        UpstreamError::ProcessExited { implicated: false } => {
+            transport(Retry::IfIdempotent, Irrelevant, "process_exited")
+        }
         // A crash already under way: nothing was sent, so any request may go again, and
         // it says nothing about the tool or the upstream (the call that met the crash
         // counted it; the supervisor is restarting the process).

@@ -104,6 +104,13 @@ pub trait Transport: Send + Sync {
     /// For replicated upstreams: how an attempt on an endpoint ended (outlier ejection).
     fn record(&self, _endpoint: u16, _failed: bool) {}
 
+    /// For replicated upstreams: whether an endpoint other than `endpoint` and those
+    /// `tried` could take a retry (any not ejected by hand: an ejected one is still
+    /// tried when the others fail).
+    fn has_untried(&self, _endpoint: u16, _tried: &[u16]) -> bool {
+        false
+    }
+
     /// For replicated upstreams: whether an endpoint other than `endpoint` is healthy
     /// (not ejected), so that a failure of `endpoint` is that endpoint's alone.
     fn has_spare(&self, _endpoint: u16) -> bool {

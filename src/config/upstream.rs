@@ -56,8 +56,10 @@ pub struct Timeouts {
     pub tool_max: Duration,
     /// One attempt of an idempotent request that hears nothing from the upstream for this
     /// long is abandoned and, if the deadline leaves room, retried (on another endpoint of
-    /// a replicated upstream); progress restarts it (duration). Default: unset, an attempt
-    /// may use the whole deadline.
+    /// a replicated upstream); progress restarts it (duration). Default: unset — on an
+    /// upstream with `endpoints`, an idempotent attempt ends after a third of the request's
+    /// deadline (at least 1s) while a replica the request has not tried remains; otherwise
+    /// an attempt may use the whole deadline.
     #[schemars(with = "Option<HumanDuration>")]
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub attempt: Option<Duration>,

@@ -28,8 +28,6 @@ pub(super) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-sessi
 pub(super) const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// Interval of SSE comments that keep idle streams (and their proxies) alive.
 pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// `Retry-After` of an `initialize` refused because the session table is full.
-pub(super) const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Shared state of the HTTP listener.
 #[derive(Clone)]

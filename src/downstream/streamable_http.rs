@@ -13,10 +13,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
-use super::http::{
-    Cx, Final, SESSION_HEADER, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, accepts, is_json, json_response,
-    read_body,
-};
+use super::http::{Cx, Final, SESSION_HEADER, VERSION_HEADER, accepted, accepts, is_json, json_response, read_body};
 use super::refusal::Refusal;
 use super::run_to_end::RunToEnd;
 use crate::gateway::{InitError, NoSession};
@@ -93,9 +90,9 @@ async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Respon
             resp
         }
         Err(InitError::Invalid(why)) => cx.refuse(Refusal::InvalidInitialize(why), Some(&req.id)),
-        Err(InitError::Full) => {
+        Err(InitError::Full { retry_after }) => {
             crate::telemetry::metrics::load_shed("sessions");
-            cx.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, Some(&req.id))
+            cx.refuse(Refusal::TooManySessions { retry_after }, Some(&req.id))
         }
         Err(InitError::Failed(e)) => {
             let body = cx.st.gateway.rewriter().failure(&e, None);
@@ -125,7 +122,7 @@ fn session_for(cx: &Cx<'_>, scope: &Scope) -> Result<Arc<Session>, Refusal> {
         Err(NoSession::Full(full)) => {
             tracing::debug!(peer = ?peer, cap = ?full.cap, limit = full.limit, "refused to resume a session: the session table is full");
             crate::telemetry::metrics::load_shed("sessions");
-            Err(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER })
+            Err(Refusal::TooManySessions { retry_after: full.retry_after })
         }
     }
 }

@@ -28,8 +28,11 @@ pub enum InitError {
     #[error("{0}")]
     Invalid(String),
     /// The session table is full.
-    #[error("too many sessions")]
-    Full,
+    #[error("too many sessions; retry in {retry_after:?}")]
+    Full {
+        /// When a new try may succeed.
+        retry_after: std::time::Duration,
+    },
     /// The upstream behind a single-upstream endpoint cannot be reached.
     #[error(transparent)]
     Failed(GatewayError),
@@ -77,14 +80,14 @@ impl Gateway {
             let recorded = match &opened {
                 Ok((session, _)) => Ok((session.key, session.version.as_str())),
                 Err(InitError::Invalid(why)) => Err((code(jsonrpc::code::INVALID_PARAMS), why.clone())),
-                Err(InitError::Full) => Err((code(jsonrpc::code::OVERLOADED), "too many sessions".to_owned())),
+                Err(InitError::Full { .. }) => Err((code(jsonrpc::code::OVERLOADED), "too many sessions".to_owned())),
                 Err(InitError::Failed(e)) => Err((code(jsonrpc::code::UPSTREAM_UNAVAILABLE), e.to_string())),
             };
             spans::record_initialized(&span, recorded);
         }
         let outcome = match &opened {
             Ok(_) => "ok",
-            Err(InitError::Full) => "shed",
+            Err(InitError::Full { .. }) => "shed",
             Err(InitError::Invalid(_)) => "refused",
             Err(InitError::Failed(e)) => e.class().outcome,
         };
@@ -93,7 +96,7 @@ impl Gateway {
             let refused = |code, message: &str| Err(jsonrpc::error_object(code, message, None));
             let (session, reply, status) = match &opened {
                 Ok((session, result)) => (session.key, Ok(result.clone()), None),
-                Err(InitError::Full) => (0, refused(jsonrpc::code::OVERLOADED, "too many sessions"), Some(503)),
+                Err(InitError::Full { .. }) => (0, refused(jsonrpc::code::OVERLOADED, "too many sessions"), Some(503)),
                 Err(InitError::Invalid(why)) => (0, refused(jsonrpc::code::INVALID_PARAMS, why), Some(400)),
                 Err(InitError::Failed(_)) => (0, refused(jsonrpc::code::UPSTREAM_UNAVAILABLE, "unavailable"), None),
             };
@@ -123,11 +126,11 @@ impl Gateway {
         let params: InitializeParams = jsonrpc::view(req.params.as_deref())
             .ok_or_else(|| InitError::Invalid("initialize needs params.protocolVersion (a string)".into()))?;
         let holder = Holder { peer, principal: principal.as_deref().map(Principal::identity) };
-        let reservation = match self.sessions.reserve(holder) {
+        let reservation = match self.reserve(holder) {
             Ok(r) => r,
             Err(full) => {
                 tracing::debug!(peer = ?peer, cap = ?full.cap, limit = full.limit, "refused a session: the session table is full");
-                return Err(InitError::Full);
+                return Err(InitError::Full { retry_after: full.retry_after });
             }
         };
         let version = mcp::negotiate(&params.protocol_version).to_owned();

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
+use futures::FutureExt as _;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -20,6 +21,7 @@ use crate::jsonrpc::{self, Id, Notification, Request, Response};
 use crate::mcp::{meta, method};
 use crate::routing::Router;
 use crate::session::relay::{self, ProgressMap};
+use crate::session::table::{Holder, Reservation, TableFull};
 use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::upstream::registry::Upstreams;
@@ -244,17 +246,49 @@ impl Gateway {
     }
 
     async fn close_session(&self, session: &Arc<Session>, leaving: Leaving) {
+        self.closing(session, leaving).await;
+    }
+
+    /// Stops `session` now and returns what is left to do of its end: closing (or, when
+    /// it only leaves this replica, detaching) its own upstream sessions.
+    fn closing(&self, session: &Arc<Session>, leaving: Leaving) -> impl Future<Output = ()> + Send + 'static {
         session.stop();
         let keep = self.keeps_upstream_sessions(session, leaving);
-        let closes = session.take_slots().into_iter().filter_map(|(name, slot)| {
-            let Slot::Up(link) = slot else { return None };
-            link.unsubscribe(session.key);
-            let shared = self.upstreams().get(&name).is_some_and(|h| h.is_shared());
-            (!shared).then_some(link)
-        });
-        let closing =
-            closes.map(|link: Link| async move { if keep { link.detach().await } else { link.close().await } });
-        futures::future::join_all(closing).await;
+        let upstreams = self.upstreams();
+        let links: Vec<Link> = session
+            .take_slots()
+            .into_iter()
+            .filter_map(|(name, slot)| {
+                let Slot::Up(link) = slot else { return None };
+                link.unsubscribe(session.key);
+                let shared = upstreams.get(&name).is_some_and(|h| h.is_shared());
+                (!shared).then_some(link)
+            })
+            .collect();
+        let closing = links
+            .into_iter()
+            .map(move |link| async move { if keep { link.detach().await } else { link.close().await } });
+        futures::future::join_all(closing).map(drop)
+    }
+
+    /// Holds a place in the session table for a session `holder` opens; a session of
+    /// the same caller let go to make room ends as idle expiry ends it (its upstream
+    /// sessions deleted; a sealed one only leaves this replica), in the background.
+    pub(crate) fn reserve(&self, holder: Holder) -> Result<Reservation<'_>, TableFull> {
+        let (reservation, let_go) = self.sessions.reserve(holder)?;
+        self.end_let_go(let_go);
+        Ok(reservation)
+    }
+
+    /// Ends a session the table let go to make room for a newcomer of its caller.
+    fn end_let_go(&self, let_go: Option<Arc<Session>>) {
+        if let Some(session) = let_go {
+            tracing::info!(
+                session = session.key,
+                "session closed: its caller's sessions were at their cap and it was the least recently used idle one"
+            );
+            tokio::spawn(self.closing(&session, Leaving::Left));
+        }
     }
 
     /// The error rewriter in force.

@@ -31,7 +31,7 @@ use crate::jsonrpc::{self, Id, Message, Request, code};
 use crate::mcp::modern::{self, Envelope};
 use crate::mcp::{self as mcp_era, meta, method};
 use crate::policy::Principal;
-use crate::session::table::Holder;
+use crate::session::table::{Holder, TableFull};
 use crate::session::{Front, Scope, Session, Slot};
 use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::telemetry::trace::spans;
@@ -333,9 +333,6 @@ fn error_code(error: &RawValue) -> i64 {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// `Retry-After` of a request refused because the session table is full.
-const CONTEXTS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The client capabilities a context offers its upstreams: the client's own, without
 /// `tasks` (which the modern era removed).
 fn offered_capabilities(capabilities: &Value) -> Value {
@@ -621,9 +618,10 @@ impl Gateway {
         if let Some(session) = self.contexts.live(&key) {
             return Ok((session, key));
         }
-        let full = |_| GatewayError::Overloaded { scope: "session".into(), retry_after: CONTEXTS_RETRY_AFTER };
+        let full =
+            |full: TableFull| GatewayError::Overloaded { scope: "session".into(), retry_after: full.retry_after };
         let holder = Holder { peer, principal: principal.as_deref().map(Principal::identity) };
-        let reservation = self.sessions.reserve(holder).map_err(full)?;
+        let reservation = self.reserve(holder).map_err(full)?;
         let capabilities = offered_capabilities(&envelope.capabilities);
         // The client info is optional in the envelope; an upstream session needs one.
         let info = if envelope.client_info.is_object() {

@@ -85,9 +85,12 @@ impl Gateway {
             return Err(NoSession::NotFound);
         }
         let holder = Holder { peer, principal: principal.map(|p| p.identity()) };
-        self.sessions
+        let (session, let_go) = self
+            .sessions
             .resume(id, holder, || self.resumed(id, &sealed, peer, principal.cloned()))
-            .map_err(NoSession::Full)
+            .map_err(NoSession::Full)?;
+        self.end_let_go(let_go);
+        Ok(session)
     }
 
     /// The session a sealed id carries, rebuilt here under that id.

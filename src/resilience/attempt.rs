@@ -8,6 +8,13 @@
 //! layers above see it as a result like any other: [`GatewayError::Timeout`] when the
 //! request's deadline passed, [`GatewayError::AttemptTimeout`] when only this attempt's.
 //!
+//! Without `timeouts.attempt`, an idempotent attempt on a replicated upstream still ends
+//! after a third of the request's deadline (at least [`DERIVED_FLOOR`]) while a replica
+//! the request has not tried remains: a hung replica then costs a third of the deadline
+//! and the retry on another one fits in the rest, which gets the whole remaining time
+//! (no replica left to go to). A single server gets no such cut: a retry would only go
+//! back to it.
+//!
 //! With tracing on, each attempt runs in a span of its own (so retries are siblings
 //! under the request's span) and carries that span's trace context upstream; a process
 //! gets it in `params._meta`, replacing the client's. With tracing off, the client's own
@@ -26,6 +33,19 @@ use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
 use crate::telemetry::metrics;
 use crate::telemetry::trace::{propagation, spans};
 
+/// The least attempt timeout derived from a deadline.
+pub const DERIVED_FLOOR: Duration = Duration::from_secs(1);
+
+/// The share of the request's deadline a derived attempt timeout allows (one in this).
+const DERIVED_SHARE: u32 = 3;
+
+/// The attempt timeout of `req` on `endpoint` when none is configured: a share of its
+/// deadline while another replica the request has not tried could take the retry.
+fn derived_timeout(req: &UpstreamCall, endpoint: Option<u16>) -> Option<Duration> {
+    let endpoint = endpoint?;
+    req.target.has_untried(endpoint, &req.avoid).then(|| (req.clock.allowed() / DERIVED_SHARE).max(DERIVED_FLOOR))
+}
+
 /// Applies [`Attempt`] with one upstream's attempt timeout.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttemptLayer {
@@ -34,7 +54,8 @@ pub struct AttemptLayer {
 }
 
 impl AttemptLayer {
-    /// Attempts of idempotent requests end after `timeout` without progress.
+    /// Attempts of idempotent requests end after `timeout` without progress (none: after
+    /// a derived one on replicated upstreams, see the module's docs).
     pub fn new(timeout: Option<Duration>) -> AttemptLayer {
         AttemptLayer { timeout, traced: false }
     }
@@ -102,7 +123,7 @@ where
         }
         // A non-idempotent call cannot be tried again: cutting it short would only lose
         // its answer.
-        let timeout = self.timeout.filter(|_| req.idempotent);
+        let timeout = self.timeout.or_else(|| derived_timeout(&req, endpoint)).filter(|_| req.idempotent);
         let mut attempt_deadline = timeout.map(|t| Instant::now() + t);
         req.attempt_deadline = Some(attempt_deadline.map_or(req.clock.deadline(), |a| a.min(req.clock.deadline())));
         // Progress only matters when it restarts an attempt timeout: then an attempt
@@ -173,6 +194,78 @@ mod tests {
 
     use super::*;
     use crate::resilience::testing::{call, ok};
+
+    /// Two replicas: attempts go to the one not tried yet.
+    struct TwoReplicas;
+
+    impl crate::call::Transport for TwoReplicas {
+        fn send<'a>(
+            &'a self,
+            call: &'a UpstreamCall,
+        ) -> crate::call::BoxFuture<'a, Result<crate::call::Reply, crate::call::UpstreamError>> {
+            crate::resilience::testing::Unreachable.send(call)
+        }
+        fn pick(&self, avoid: &[u16]) -> Option<u16> {
+            Some(u16::from(avoid.contains(&0)))
+        }
+        fn has_untried(&self, endpoint: u16, tried: &[u16]) -> bool {
+            (0..2).any(|j| j != endpoint && !tried.contains(&j))
+        }
+        fn notify(
+            &self,
+            _n: crate::jsonrpc::Notification,
+        ) -> crate::call::BoxFuture<'_, Result<(), crate::call::UpstreamError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn respond(
+            &self,
+            _e: Option<u16>,
+            _id: crate::jsonrpc::Id,
+            _body: crate::call::Reply,
+        ) -> crate::call::BoxFuture<'_, Result<(), crate::call::UpstreamError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn init_result(&self) -> Option<Arc<crate::mcp::init::InitResult>> {
+            None
+        }
+        fn subscribe(&self, _key: u64, _sink: crate::call::EventSink) {}
+        fn unsubscribe(&self, _key: u64) {}
+        fn close(&self) -> crate::call::BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_attempt_timeout_a_replica_left_untried_bounds_an_idempotent_attempt() {
+        let hung = service_fn(|_req: UpstreamCall| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            ok()
+        });
+        let svc = AttemptLayer::new(None).layer(hung);
+        let on_replicas = |idempotent, avoid: Vec<u16>| {
+            let mut req = call(idempotent, Duration::from_secs(9));
+            req.target = Arc::new(TwoReplicas);
+            req.avoid = avoid;
+            req
+        };
+        let started = Instant::now();
+        let err = svc.clone().oneshot(on_replicas(true, vec![])).await.unwrap_err();
+        assert!(matches!(err, GatewayError::AttemptTimeout { endpoint: Some(0), .. }), "{err:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "a third of the deadline");
+        // The last replica left gets the whole deadline; so does a call that is not
+        // idempotent; and a single server (no endpoints) too.
+        for case in 0..3 {
+            let req = match case {
+                0 => on_replicas(true, vec![0]),
+                1 => on_replicas(false, vec![]),
+                _ => call(true, Duration::from_secs(9)),
+            };
+            let started = Instant::now();
+            let err = svc.clone().oneshot(req).await.unwrap_err();
+            assert!(matches!(err, GatewayError::Timeout { .. }), "{err:?}");
+            assert_eq!(started.elapsed(), Duration::from_secs(9));
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_idempotent_attempt_ends_at_its_own_timeout_within_the_deadline() {

@@ -450,6 +450,19 @@ impl Session {
         self.listeners.receiver_count() > 0
     }
 
+    /// Whether the session may be let go to make room for a newcomer of its address or
+    /// principal: nothing of it is under way — no request in flight (a modern context's
+    /// call waiting for its client's input is one), no GET or `subscriptions/listen`
+    /// stream read — and its client holds it by id alone (Streamable HTTP, or a modern
+    /// context). An HTTP+SSE session lives as long as its stream and the stdio one as
+    /// long as the process: neither is ever idle in this sense.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.front(), Front::StreamableHttp | Front::Modern)
+            && self.inflight() == 0
+            && !self.is_listened()
+            && !self.streams.get_stream_read()
+    }
+
     /// Marks the session as standing for modern-era (stateless) clients.
     pub fn mark_stateless(&self) {
         self.stateless.store(true, Ordering::Relaxed);

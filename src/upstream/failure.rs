@@ -19,7 +19,7 @@ pub(crate) fn refuses_era(e: &UpstreamError) -> bool {
         UpstreamError::Connect(_)
         | UpstreamError::NotRunning(_)
         | UpstreamError::Io(_)
-        | UpstreamError::ProcessExited
+        | UpstreamError::ProcessExited { .. }
         | UpstreamError::Restarting
         | UpstreamError::TooLarge { .. }
         | UpstreamError::SessionLost(_) => false,

@@ -30,6 +30,10 @@ const EJECT_AFTER: u32 = 5;
 const BASE_EJECTION: Duration = Duration::from_secs(10);
 /// Longest ejection period.
 const MAX_EJECTION: Duration = Duration::from_secs(300);
+/// Requests in flight beyond an ejected endpoint's, and time without an answer, that
+/// make an endpoint look stuck (a hung replica's requests pile up and none is answered).
+const PILE_UP: usize = 8;
+const STALL: Duration = Duration::from_millis(200);
 
 /// One replica and its health, shared by every session.
 pub(crate) struct Endpoint {
@@ -41,6 +45,8 @@ pub(crate) struct Endpoint {
 
 #[derive(Default)]
 struct Health {
+    /// When an attempt on it last ended well.
+    last_answer: Option<Instant>,
     consecutive_failures: u32,
     ejections: u32,
     ejected_until: Option<Instant>,
@@ -96,8 +102,9 @@ impl HttpPool {
         self.endpoints[i].health.lock().held_out
     }
 
-    /// Picks an endpoint: two random candidates among the healthy ones not yet tried,
-    /// the one with fewer requests in flight wins. Endpoints ejected by hand are never
+    /// Picks an endpoint: two distinct random candidates among the healthy ones not yet
+    /// tried, the one with fewer requests in flight wins (so a hung one, whose requests
+    /// pile up, stops getting new ones at once). Endpoints ejected by hand are never
     /// picked while another one is left.
     fn pick(&self, tried: &[u16]) -> usize {
         let now = Instant::now();
@@ -110,17 +117,46 @@ impl HttpPool {
         let candidates = if !healthy.is_empty() {
             healthy
         } else if !fresh.is_empty() {
-            fresh
+            fresh.clone()
         } else {
             open
         };
-        if candidates.len() <= 1 {
-            return candidates.first().copied().unwrap_or(0);
+        let chosen = match candidates.len() {
+            0 => 0,
+            1 => candidates[0],
+            n => {
+                let first = rand::random_range(0..n);
+                let second = (first + rand::random_range(1..n)) % n;
+                let (a, b) = (candidates[first], candidates[second]);
+                if self.load(b) < self.load(a) { b } else { a }
+            }
+        };
+        self.relief(chosen, &fresh, now).unwrap_or(chosen)
+    }
+
+    fn load(&self, i: usize) -> usize {
+        self.endpoints[i].in_flight.load(Ordering::Relaxed)
+    }
+
+    /// An ejected endpoint (among `fresh`) to send the request to instead of `chosen`
+    /// when `chosen` looks stuck: requests pile up on it and none was answered for a
+    /// while — the last replica standing hung while an ejected one may have recovered
+    /// (its answer restores it; its failure is retried elsewhere like any other).
+    fn relief(&self, chosen: usize, fresh: &[usize], now: Instant) -> Option<usize> {
+        let piled = self.load(chosen);
+        if piled < PILE_UP {
+            return None;
         }
-        let a = candidates[rand::random_range(0..candidates.len())];
-        let b = candidates[rand::random_range(0..candidates.len())];
-        let load = |i: usize| self.endpoints[i].in_flight.load(Ordering::Relaxed);
-        if load(b) < load(a) { b } else { a }
+        let answered = self.endpoints[chosen].health.lock().last_answer;
+        if answered.is_some_and(|at| now.saturating_duration_since(at) < STALL) {
+            return None;
+        }
+        fresh
+            .iter()
+            .copied()
+            .filter(|i| *i != chosen && !self.held_out(*i) && self.ejected(*i, now))
+            .filter(|i| self.load(*i) + PILE_UP <= piled)
+            .min_by_key(|i| self.load(*i))
     }
 
     /// Records the outcome of one attempt on an endpoint.
@@ -130,6 +166,7 @@ impl HttpPool {
         let mut h = self.endpoints[i].health.lock();
         if !failed {
             h.consecutive_failures = 0;
+            h.last_answer = Some(now);
             // An ejected endpoint that answered (a fallback attempt, or one in flight when
             // it was ejected) is back: it takes traffic again at once — unless the
             // operator ejected it.
@@ -139,19 +176,47 @@ impl HttpPool {
             return;
         }
         h.consecutive_failures += 1;
-        if h.consecutive_failures >= EJECT_AFTER && healthy_others > 0 && h.ejected_until.is_none_or(|t| t <= now) {
-            let period = crate::backoff::doubling(BASE_EJECTION, MAX_EJECTION, h.ejections);
-            h.ejections += 1;
-            h.ejected_until = Some(now + period);
-            h.consecutive_failures = 0;
-            crate::telemetry::metrics::endpoint_ejected(&self.name);
-            tracing::warn!(
-                upstream = %self.name,
-                endpoint = i,
-                ejection_ms = period.as_millis() as u64,
-                "endpoint ejected after repeated failures"
-            );
+        if h.consecutive_failures < EJECT_AFTER || h.ejected_until.is_some_and(|t| t > now) {
+            return;
         }
+        if healthy_others == 0 {
+            // The last one standing fails too: the replicas ejected earlier (which may
+            // have recovered since) get their traffic back, and this one is ejected.
+            drop(h);
+            if !self.end_ejections_but(i) {
+                return;
+            }
+            h = self.endpoints[i].health.lock();
+        }
+        let period = crate::backoff::doubling(BASE_EJECTION, MAX_EJECTION, h.ejections);
+        h.ejections += 1;
+        h.ejected_until = Some(now + period);
+        h.consecutive_failures = 0;
+        crate::telemetry::metrics::endpoint_ejected(&self.name);
+        tracing::warn!(
+            upstream = %self.name,
+            endpoint = i,
+            ejection_ms = period.as_millis() as u64,
+            "endpoint ejected after repeated failures"
+        );
+    }
+
+    /// Ends the outlier ejections of every endpoint but `i`; whether one of them takes
+    /// traffic now (those ejected by hand stay out).
+    fn end_ejections_but(&self, i: usize) -> bool {
+        let mut any = false;
+        for (j, endpoint) in self.endpoints.iter().enumerate().filter(|(j, _)| *j != i) {
+            let mut h = endpoint.health.lock();
+            if h.held_out {
+                continue;
+            }
+            if h.ejected_until.take().is_some() {
+                h.consecutive_failures = 0;
+                tracing::info!(upstream = %self.name, endpoint = j, "ejection ended: the other endpoints fail too");
+            }
+            any = true;
+        }
+        any
     }
 
     /// Ejects endpoint `i` by hand: it takes no traffic until [`HttpPool::restore`].
@@ -413,6 +478,11 @@ impl Transport for PoolLink {
         }
     }
 
+    fn has_untried(&self, endpoint: u16, tried: &[u16]) -> bool {
+        (0..self.pool.len())
+            .any(|j| j != usize::from(endpoint) && !tried.contains(&(j as u16)) && !self.pool.held_out(j))
+    }
+
     fn has_spare(&self, endpoint: u16) -> bool {
         let now = Instant::now();
         (0..self.pool.len()).any(|j| j != usize::from(endpoint) && !self.pool.ejected(j, now))
@@ -518,14 +588,47 @@ mod tests {
         }
         tokio::time::advance(BASE_EJECTION + Duration::from_millis(1)).await;
         assert_eq!(p.ejections(), vec![false, true, false]);
-        // The last healthy endpoint is never ejected.
+        // The last healthy endpoint is never left without traffic: when it fails too,
+        // the others' ejections end and it is ejected instead.
         for _ in 0..EJECT_AFTER {
             p.record(0, true);
         }
-        for _ in 0..EJECT_AFTER * 3 {
+        for _ in 0..EJECT_AFTER - 1 {
             p.record(2, true);
         }
         assert_eq!(p.ejections(), vec![true, true, false]);
+        p.record(2, true);
+        assert_eq!(p.ejections(), vec![false, false, true]);
+        for _ in 0..EJECT_AFTER * 3 {
+            p.record(0, true);
+            p.record(1, true);
+        }
+        assert_eq!(p.ejections().iter().filter(|e| !**e).count(), 1, "one is always left: {:?}", p.ejections());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn of_two_replicas_the_one_with_requests_piling_up_gets_no_new_one() {
+        let p = pool(2);
+        p.endpoints[0].in_flight.store(3, Ordering::Relaxed);
+        for _ in 0..50 {
+            assert_eq!(p.pick(&[]), 1, "two distinct candidates are compared every time");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_the_last_one_standing_looks_stuck_an_ejected_one_gets_the_next_request() {
+        let p = pool(2);
+        for _ in 0..EJECT_AFTER {
+            p.record(0, true);
+        }
+        assert_eq!(p.ejections(), vec![true, false]);
+        p.record(1, false);
+        p.endpoints[1].in_flight.store(PILE_UP, Ordering::Relaxed);
+        assert_eq!(p.pick(&[]), 1, "it answered a moment ago: busy, not stuck");
+        tokio::time::advance(STALL).await;
+        assert_eq!(p.pick(&[]), 0, "requests pile up and none is answered");
+        p.endpoints[1].in_flight.store(PILE_UP - 1, Ordering::Relaxed);
+        assert_eq!(p.pick(&[]), 1);
     }
 
     #[tokio::test(start_paused = true)]

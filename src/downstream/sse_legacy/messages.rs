@@ -15,7 +15,7 @@ use axum::http::Uri;
 use axum::response::Response;
 use serde_json::json;
 
-use super::super::http::{Cx, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepted, is_json, read_body};
+use super::super::http::{Cx, VERSION_HEADER, accepted, is_json, read_body};
 use super::super::refusal::Refusal;
 use super::Channel;
 use crate::gateway::InitError;
@@ -157,9 +157,9 @@ fn initialize(cx: &Cx<'_>, channel: &Arc<Channel>, req: jsonrpc::Request) {
                 let correlation = crate::errors::correlation_id();
                 let body = match e {
                     InitError::Invalid(why) => Refusal::InvalidInitialize(why).body(Some(&req.id), &correlation),
-                    InitError::Full => {
+                    InitError::Full { retry_after } => {
                         crate::telemetry::metrics::load_shed("sessions");
-                        let refusal = Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER };
+                        let refusal = Refusal::TooManySessions { retry_after };
                         refusal.body(Some(&req.id), &correlation)
                     }
                     InitError::Failed(e) => jsonrpc::encode_reply(Some(&req.id), &gateway.rewriter().failure(&e, None)),

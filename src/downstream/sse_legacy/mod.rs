@@ -30,9 +30,7 @@ use futures::StreamExt;
 use channel::Channel;
 pub(crate) use channel::Channels;
 
-use super::http::{
-    Cx, HttpState, KEEP_ALIVE, SESSION_HEADER, SESSIONS_RETRY_AFTER, VERSION_HEADER, accepts, info_of, sse_headers,
-};
+use super::http::{Cx, HttpState, KEEP_ALIVE, SESSION_HEADER, VERSION_HEADER, accepts, info_of, sse_headers};
 use super::refusal::Refusal;
 use crate::gateway::Gateway;
 use crate::policy::Principal;
@@ -136,9 +134,11 @@ pub(super) async fn open(cx: &Cx<'_>, scope: Scope) -> Response {
     let gateway = &cx.st.gateway;
     let holder =
         Holder { peer: cx.info.peer.map(|p| p.ip()), principal: cx.principal.as_deref().map(Principal::identity) };
-    if gateway.sessions().reserve(holder).is_err() {
+    // Only a check: the session takes its place at `initialize` (a session of the
+    // caller's let go now leaves room for it then).
+    if let Err(full) = gateway.reserve(holder) {
         crate::telemetry::metrics::load_shed("sessions");
-        return cx.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, None);
+        return cx.refuse(Refusal::TooManySessions { retry_after: full.retry_after }, None);
     }
     let (channel, rx) = cx.st.sse.open(scope, cx.principal.clone());
     tracing::debug!(scope = ?channel.scope, "HTTP+SSE stream opened");

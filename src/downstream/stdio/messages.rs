@@ -3,7 +3,6 @@
 //! requests go to the gateway, batches (2025-03-26) are answered with one array line.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
@@ -16,9 +15,6 @@ use crate::jsonrpc::{self, Id, Message, Notification, Payload, Request};
 use crate::mcp::{self, method};
 use crate::session::Session;
 use crate::session::cancelled::{InFlight, Tracked};
-
-/// When a client refused because the session table is full may try again.
-const SESSIONS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The client's side of the stdio connection: its session, once initialized, and its
 /// requests in flight.
@@ -135,9 +131,9 @@ impl Conn {
                 self.session = Some(session);
             }
             Err(InitError::Invalid(why)) => self.refuse(Refusal::InvalidInitialize(why), Some(&req.id)).await,
-            Err(InitError::Full) => {
+            Err(InitError::Full { retry_after }) => {
                 crate::telemetry::metrics::load_shed("sessions");
-                self.refuse(Refusal::TooManySessions { retry_after: SESSIONS_RETRY_AFTER }, Some(&req.id)).await;
+                self.refuse(Refusal::TooManySessions { retry_after }, Some(&req.id)).await;
             }
             Err(InitError::Failed(e)) => {
                 let reply = self.gateway.rewriter().failure(&e, None);

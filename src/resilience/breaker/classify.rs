@@ -68,19 +68,23 @@ pub fn outcome(result: &Result<Answer, GatewayError>, elapsed: Duration, slow: D
 /// |----------------|---------------------------|----------------|
 /// | `Answered`     | success (never slow)      | success (slow?) |
 /// | `FailedAnswer` | success: it answered      | failure        |
-/// | `Crashed`      | ignored: it is restarted  | failure        |
+/// | `Crashed`      | ignored: it is restarted  | ignored here¹  |
 /// | `Unreachable`  | failure                   | ignored        |
 /// | `NoAnswer`     | ignored; failure if probe | failure        |
 /// | `Irrelevant`   | ignored                   | ignored        |
 ///
 /// A half-open upstream whose probe got no answer in time has failed its probe, whatever
 /// tool it went to. Returns `(upstream, tool)`.
+///
+/// ¹ An attempt that met its process's death may be retried, and a retry that succeeds
+/// clears the tool: [`super::blame`] counts the death on the tool once the call as a
+/// whole failed with it.
 pub fn split(health: Health, slow: bool, upstream_probing: bool) -> (Verdict, Verdict) {
     use Outcome::{Failure, Ignored, Success};
     let (upstream, tool) = match health {
         Health::Answered => (Success, Success),
         Health::FailedAnswer => (Success, Failure),
-        Health::Crashed => (Ignored, Failure),
+        Health::Crashed => (Ignored, Ignored),
         Health::Unreachable => (Failure, Ignored),
         Health::NoAnswer if upstream_probing => (Failure, Failure),
         Health::NoAnswer => (Ignored, Failure),

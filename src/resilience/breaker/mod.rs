@@ -6,13 +6,17 @@
 //!
 //! - [`state`]: the state machine of one breaker ([`Breaker`], [`Permit`]).
 //! - [`classify`]: how a finished call counts on the upstream's breaker and the tool's.
+//! - [`blame`]: a process death counted on the tool's breaker once the call as a whole
+//!   failed with it (above the retries, where that is known).
 //! - [`registry`]: every breaker of the gateway ([`Breakers`]).
 //! - this module and [`layer`]: the tower [`Service`] and [`Layer`](tower::Layer).
 //!
 //! A `tools/call` goes through its upstream's breaker and its tool's. Each failure is
 //! counted on the breaker it says something about ([`classify::split`]): transport
 //! failures on the upstream's, error answers and timeouts on the tool's. So one broken
-//! tool opens its own breaker while the upstream's other tools keep working.
+//! tool opens its own breaker while the upstream's other tools keep working. A process
+//! death counts on a tool only when the evidence points at it and no retry succeeded
+//! ([`blame`]).
 //!
 //! An operator may hold any breaker open (isolating a tool or an upstream by hand, with a
 //! reason that refused clients are told) or closed, and reset it ([`Breaker::force`]);
@@ -22,6 +26,7 @@
 //! transitions and holds through Redis and repeats those of the other replicas here,
 //! off the request path, which still reads local state only.
 
+pub mod blame;
 pub mod classify;
 pub mod layer;
 pub mod registry;
@@ -44,6 +49,7 @@ use std::time::Duration;
 use futures::future::Either;
 use tower::Service;
 
+pub use blame::BlameLayer;
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
 pub use state::{Breaker, Snapshot};

@@ -168,7 +168,6 @@ impl ResumableStream {
     }
 
     /// Whether a reader is attached.
-    #[cfg(test)]
     pub(crate) fn is_attached(&self) -> bool {
         self.state.lock().reader != 0
     }
@@ -260,6 +259,11 @@ impl Streams {
             ResumableStream::new(limits)
         });
         (Arc::clone(stream), made)
+    }
+
+    /// Whether a connection reads the GET stream now.
+    pub(crate) fn get_stream_read(&self) -> bool {
+        self.get.get().is_some_and(|s| s.is_attached())
     }
 
     /// The GET stream's id, if it was opened.

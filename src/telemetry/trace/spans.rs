@@ -307,7 +307,7 @@ fn upstream_failure_kind(error: &UpstreamError) -> String {
         UpstreamError::NotRunning(_) => "not_running".into(),
         UpstreamError::Handshake(_) => "handshake".into(),
         UpstreamError::Io(_) => "connection".into(),
-        UpstreamError::ProcessExited => "process_exited".into(),
+        UpstreamError::ProcessExited { .. } => "process_exited".into(),
         UpstreamError::Restarting => "restarting".into(),
         UpstreamError::Protocol(_) => "protocol".into(),
         UpstreamError::TooLarge { .. } => "too_large".into(),

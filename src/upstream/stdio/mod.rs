@@ -11,7 +11,7 @@
 mod pipes;
 mod process;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -76,8 +76,11 @@ struct Proc {
 }
 
 struct Pending {
-    tx: oneshot::Sender<Reply>,
+    /// Its answer, or how the process's death reads for it.
+    tx: oneshot::Sender<Result<Reply, UpstreamError>>,
     related: EventSink,
+    /// The tool called, for a `tools/call`.
+    tool: Option<Arc<str>>,
 }
 
 /// A supervised stdio upstream.
@@ -104,6 +107,9 @@ pub struct StdioLink {
     /// the next attempt would only wait (a command that does not exist, a handshake
     /// refused), so calls and sessions are answered at once meanwhile.
     start_failed: Mutex<Option<String>>,
+    /// The tools that had a call in flight when the process last died: one in flight at
+    /// the next death too is implicated in it.
+    in_flight_at_death: Mutex<HashSet<Arc<str>>>,
 }
 
 /// The child process as a status page shows it.
@@ -137,6 +143,7 @@ impl StdioLink {
             last_init: Mutex::new(None),
             restarts: AtomicU64::new(0),
             start_failed: Mutex::new(None),
+            in_flight_at_death: Mutex::new(HashSet::new()),
         });
         tokio::spawn(supervise(Arc::downgrade(&link)));
         link
@@ -249,7 +256,8 @@ impl StdioLink {
         let _progress = call.progress_token.as_ref().map(|t| self.shared.progress.register(t, call.events.clone()));
         let id = fresh_id();
         let (tx, rx) = oneshot::channel();
-        proc.pending.lock().insert(id.clone(), Pending { tx, related: call.events.clone() });
+        let pending = Pending { tx, related: call.events.clone(), tool: call.tool.clone() };
+        proc.pending.lock().insert(id.clone(), pending);
         let line = jsonrpc::encode_request(&id, &call.method, call.params.as_deref());
         if proc.stdin.send(line).await.is_err() {
             proc.pending.lock().remove(&id);
@@ -257,7 +265,7 @@ impl StdioLink {
         }
         let weak = Arc::downgrade(&proc);
         let mut guard = CancelGuard::new(move |abandoned| end_call(&weak, &id, abandoned));
-        let reply = rx.await.map_err(|_| UpstreamError::ProcessExited);
+        let reply = rx.await.unwrap_or(Err(UpstreamError::ProcessExited { implicated: false }));
         guard.disarm();
         reply
     }
@@ -266,14 +274,14 @@ impl StdioLink {
     pub(crate) async fn notify(&self, n: Notification) -> Result<(), UpstreamError> {
         let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_notification(&n.method, n.params.as_deref());
-        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited { implicated: false })
     }
 
     /// Answers a server-initiated request.
     pub(crate) async fn respond(&self, id: Id, body: Reply) -> Result<(), UpstreamError> {
         let proc = self.ready(self.up.connect_timeout).await?;
         let line = jsonrpc::encode_reply(Some(&id), &body);
-        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited)
+        proc.stdin.send(line).await.map_err(|_| UpstreamError::ProcessExited { implicated: false })
     }
 
     /// Stops the process (close stdin, SIGTERM, SIGKILL) and the supervisor.

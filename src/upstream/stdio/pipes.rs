@@ -46,7 +46,7 @@ fn route(link: &Arc<StdioLink>, proc: &Arc<Proc>, msg: Message) {
     match msg {
         Message::Response(r) => match proc.pending.lock().remove(&r.id) {
             Some(p) => {
-                let _ = p.tx.send(r.body);
+                let _ = p.tx.send(Ok(r.body));
             }
             None => {
                 tracing::debug!(upstream = %link.up.name, id = %r.id, "ignored a response to an unknown request")

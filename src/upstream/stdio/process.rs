@@ -1,7 +1,7 @@
 //! The life of the child process: spawn and handshake, supervised restarts with
 //! exponential backoff, and the polite shutdown (close stdin, SIGTERM, SIGKILL).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use parking_lot::Mutex;
 
 use super::pipes::{log_stderr, read_stdout, write_lines};
-use super::{Proc, ProcState, StdioLink, StdioUpstream};
+use super::{Pending, Proc, ProcState, StdioLink, StdioUpstream};
 use crate::call::{UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::init::InitResult;
@@ -92,7 +92,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     match status {
         None => {
             link.set_state(ProcState::Down("shutting down".into()));
-            fail_pending(&proc);
+            fail_pending(&proc, None);
             shutdown(up, child, proc).await;
             link.set_state(ProcState::Closed);
         }
@@ -104,15 +104,32 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
             link.restarting.store(healthy, Ordering::Relaxed);
             link.restarts.fetch_add(1, Ordering::Relaxed);
             link.set_state(ProcState::Down(format!("the upstream process exited ({status})")));
-            fail_pending(&proc);
+            fail_pending(&proc, Some(&link.in_flight_at_death));
             *quick_restarts = if healthy { 1 } else { quick_restarts.saturating_add(1) };
         }
     }
 }
 
-/// Fails every in-flight call of a dead process (their senders are dropped).
-fn fail_pending(proc: &Proc) {
-    proc.pending.lock().clear();
+/// Fails every in-flight call of a process that died (`previous`: the tools in flight
+/// at its previous death, updated here) or was stopped (`None`). A death with several
+/// calls in flight says little about any one of them, so it is laid at a call's door
+/// only on evidence that points at its tool: the call was alone in flight, or its tool
+/// had a call in flight at the previous death too. A stop implicates nobody.
+fn fail_pending(proc: &Proc, previous: Option<&Mutex<HashSet<Arc<str>>>>) {
+    let pending: Vec<Pending> = proc.pending.lock().drain().map(|(_, p)| p).collect();
+    let Some(previous) = previous else {
+        for p in pending {
+            let _ = p.tx.send(Err(UpstreamError::ProcessExited { implicated: false }));
+        }
+        return;
+    };
+    let alone = pending.len() == 1;
+    let now: HashSet<Arc<str>> = pending.iter().filter_map(|p| p.tool.clone()).collect();
+    let before = std::mem::replace(&mut *previous.lock(), now);
+    for p in pending {
+        let implicated = alone || p.tool.as_ref().is_some_and(|tool| before.contains(tool));
+        let _ = p.tx.send(Err(UpstreamError::ProcessExited { implicated }));
+    }
 }
 
 /// Close stdin, wait; SIGTERM, wait; SIGKILL.
@@ -166,7 +183,7 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
         .map_err(|_| UpstreamError::Handshake("no answer to initialize in time".into()))??;
     let proc = Arc::new(Proc { stdin: stdin_tx, pending: Mutex::new(HashMap::new()), init: Arc::new(init) });
     let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
-    proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited)?;
+    proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited { implicated: false })?;
     tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
     Ok((child, proc))
 }

@@ -65,7 +65,8 @@ fn refusals_and_cancellations_are_ignored() {
         upstream(UpstreamError::HttpStatus { status: 429, retry_after: None }),
         rpc_error(-32800),
         // A supervised process that crashed is restarted: not the upstream's failure.
-        upstream(UpstreamError::ProcessExited),
+        upstream(UpstreamError::ProcessExited { implicated: true }),
+        upstream(UpstreamError::ProcessExited { implicated: false }),
     ];
     for r in ignored {
         assert_eq!(counted(&r), Outcome::Ignored, "{r:?}");
@@ -88,6 +89,7 @@ fn each_failure_counts_on_the_breaker_it_is_about() {
     assert_eq!(split(Health::Unreachable, false, false), (v(Failure), v(Ignored)));
     assert_eq!(split(Health::NoAnswer, false, false), (v(Ignored), v(Failure)));
     assert_eq!(split(Health::NoAnswer, false, true), (v(Failure), v(Failure)));
-    assert_eq!(split(Health::Crashed, false, false), (v(Ignored), v(Failure)));
+    // A process death counts on the tool only once the call as a whole failed with it.
+    assert_eq!(split(Health::Crashed, false, false), (v(Ignored), v(Ignored)));
     assert_eq!(split(Health::Answered, true, false), (v(Success), Verdict { outcome: Success, slow: true }));
 }
