@@ -63,7 +63,7 @@ pub struct AccessLog {
 impl AccessLog {
     /// The log `config` asks for, with its writer thread started; `None` when it is off.
     pub fn start(config: &AccessLogConfig) -> anyhow::Result<Option<AccessLog>> {
-        if !config.enabled {
+        if !config.is_on() {
             return Ok(None);
         }
         let out: Box<dyn std::io::Write + Send> = match &config.path {
