@@ -62,6 +62,7 @@ use ansi::strip_ansi;
 use bytes::{is_alnum, is_space_or_control};
 use markers::{ELLIPSIS, MARK_REDACTED, MARKERS};
 use redact::redact;
+
 use secrets::redact_pem_blocks;
 use traces::reduce_traces;
 
@@ -118,6 +119,19 @@ pub(crate) fn quote(text: &str, cap: usize) -> String {
     let mut out = escape_within(text, cap.saturating_sub(ELLIPSIS.len()));
     out.push_str(ELLIPSIS.get(..cap.min(ELLIPSIS.len())).unwrap_or(""));
     out
+}
+
+/// Removes credentials only — keys, tokens, passwords, `Authorization` values, the
+/// `user:password` of connection strings, PEM blocks — then escapes and caps as
+/// [`quote`] does: for peer text the operator reads in seawall's own log (a stdio
+/// server's stderr, a tool's text as it was before scrubbing), where paths, hosts and
+/// URLs help find the fault and credentials have no place. Redaction comes first, so a
+/// secret is never half cut and left recognisable.
+pub(crate) fn redact_credentials(text: &str, cap: usize) -> String {
+    let plain = strip_ansi(text);
+    let keyless = redact_pem_blocks(&plain);
+    let redacted = redact::redact_credentials(&keyless);
+    quote(&redacted, cap)
 }
 
 /// `text` without its complete terminal escape sequences (CSI and OSC), the first step

@@ -25,3 +25,17 @@ pub(super) fn redact(text: &str) -> String {
     hostnames(b, &mut spans);
     apply(text, spans)
 }
+
+/// Replaces credentials only (`key=value` secrets, `Authorization` schemes, the
+/// `user:password` of connection strings, prefixed tokens, key-like blobs): paths,
+/// hosts, addresses and URLs stay.
+pub(super) fn redact_credentials(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut spans = Vec::new();
+    key_values(b, &mut spans);
+    auth_schemes(b, &mut spans);
+    userinfo(b, &mut spans);
+    prefixed_tokens(b, &mut spans);
+    blobs(b, &mut spans);
+    apply(text, spans)
+}

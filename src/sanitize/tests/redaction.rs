@@ -201,3 +201,32 @@ fn a_secret_key_used_as_a_value_does_not_shield_the_next_value() {
     let out = super::super::sanitize("password: password: A0a!a*^~#^#0", 256);
     assert!(!out.contains("A0a!a"), "{out}");
 }
+
+// --- credentials only (log lines) --------------------------------------------------------
+
+#[test]
+fn redacting_credentials_keeps_paths_hosts_and_urls() {
+    use crate::sanitize::redact_credentials;
+    let cases = [
+        (
+            "starting; DATABASE_URL=postgres://app_user:hunter2@db.internal:5432/orders",
+            "starting; DATABASE_URL=postgres://[redacted]@db.internal:5432/orders",
+        ),
+        (
+            "  File \"/srv/app/handlers/tools.py\", line 42, in call password=hunter2",
+            "  File \"/srv/app/handlers/tools.py\", line 42, in call password=[redacted]",
+        ),
+        ("Authorization: Bearer Zm9vYmFyYmF6LWJlYXJlci10b2tlbi00Mg", "Authorization: [redacted]"),
+        (
+            "GET https://api.example/v1?api_key=Q1w2E3r4T5y6 from 10.0.3.7",
+            "GET https://api.example/v1?api_key=[redacted] from 10.0.3.7",
+        ),
+        ("\u{1b}[31mred\u{1b}[0m tab\there é", "red tab\\x09here \\xc3\\xa9"),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(redact_credentials(input, 1024), expected, "{input}");
+    }
+    let long = format!("password=hunter2 {}", "x".repeat(2000));
+    let out = redact_credentials(&long, 100);
+    assert!(out.len() <= 100 && out.ends_with("...") && !out.contains("hunter2"), "{out}");
+}

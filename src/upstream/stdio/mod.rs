@@ -2,14 +2,17 @@
 //!
 //! The supervisor starts the process, performs the initialize handshake, restarts it with
 //! exponential backoff when it dies (failing in-flight calls at once), and stops it the
-//! polite way: close stdin, wait, SIGTERM, wait, SIGKILL. stderr is logged, never treated
-//! as an error; lines on stdout that are not JSON-RPC are logged and skipped.
+//! polite way: close stdin, wait, SIGTERM, wait, SIGKILL. stderr is logged (without
+//! credentials, at a bounded rate), never treated as an error; lines on stdout that are
+//! not JSON-RPC are logged and skipped.
 //!
 //! This file holds the link calls use; `process` runs the child (spawn, handshake,
-//! restarts, shutdown) and `pipes` reads and writes its stdio.
+//! restarts, shutdown), `pipes` reads and writes its stdin and stdout, and `stderr`
+//! logs its stderr, scrubbed and bounded.
 
 mod pipes;
 mod process;
+mod stderr;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

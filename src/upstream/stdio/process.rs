@@ -13,7 +13,8 @@ use tokio::sync::mpsc;
 
 use parking_lot::Mutex;
 
-use super::pipes::{log_stderr, read_stdout, write_lines};
+use super::pipes::{read_stdout, write_lines};
+use super::stderr::log_stderr;
 use super::{Proc, ProcState, StdioLink, StdioUpstream};
 use crate::call::{UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Message};
