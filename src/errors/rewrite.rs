@@ -329,7 +329,7 @@ impl Rewriter {
             if !self.config.scrub_tool_errors {
                 return Ok(result);
             }
-            return Ok(scrub_tool_error(&result).unwrap_or(result));
+            return Ok(scrubbed_tool_error(upstream, tool, result));
         }
         if !self.config.validate_output {
             return Ok(result);
@@ -366,16 +366,56 @@ impl Rewriter {
     }
 }
 
-/// Scrubs the content of an `isError` result; `None` if it is not an object.
-fn scrub_tool_error(result: &RawValue) -> Option<Box<RawValue>> {
-    let Value::Object(mut map) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
+/// An `isError` result as the client gets it: scrubbed, and when that changed anything,
+/// marked with a correlation id (in a text the model reads, and in `_meta`) that is in
+/// seawall's log beside the original.
+fn scrubbed_tool_error(upstream: &str, tool: Option<&str>, result: Box<RawValue>) -> Box<RawValue> {
+    let Some(mut scrubbed) = scrub_tool_error(&result) else { return result };
+    let cid = correlation_id();
+    tracing::warn!(
+        correlation_id = %cid,
+        upstream,
+        tool = %sanitize::ident(tool.unwrap_or("?")),
+        original = %sanitize::quote(result.get(), ORIGINAL_LOG_CAP),
+        "scrubbed a tool's error result; the original is logged here"
+    );
+    mark_rewritten(&mut scrubbed, &cid);
+    jsonrpc::to_raw(&scrubbed)
+}
+
+/// Longest original of a scrubbed result in the log (bytes, escapes counted).
+const ORIGINAL_LOG_CAP: usize = 8 * 1024;
+
+/// Scrubs the content of an `isError` result; `None` if it is not an object or nothing
+/// in it changed.
+fn scrub_tool_error(result: &RawValue) -> Option<Map<String, Value>> {
+    let Value::Object(original) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
+    let mut map = original.clone();
     if let Some(Value::Array(items)) = map.get_mut("content") {
         items.iter_mut().for_each(scrub_content);
     }
     if let Some(structured) = map.get_mut("structuredContent") {
         *structured = sanitize::sanitize_json(structured, TEXT_CAP);
     }
-    Some(jsonrpc::to_raw(&map))
+    (map != original).then_some(map)
+}
+
+/// Adds the correlation id of a changed result: a last text item saying so, and the
+/// `_meta` key the access log reads.
+fn mark_rewritten(result: &mut Map<String, Value>, cid: &str) {
+    let note =
+        json!({"type": "text", "text": format!("(details were removed from this result; correlation id {cid})")});
+    match result.get_mut("content") {
+        Some(Value::Array(items)) => items.push(note),
+        Some(_) => {}
+        None => {
+            result.insert("content".into(), json!([note]));
+        }
+    }
+    let meta = result.entry("_meta").or_insert_with(|| json!({}));
+    if let Value::Object(meta) = meta {
+        meta.insert(crate::mcp::meta::CORRELATION_ID_KEY.into(), json!(cid));
+    }
 }
 
 /// Scrubs one content item of an `isError` result: its text, and an embedded
