@@ -250,7 +250,7 @@ pub(crate) fn connect_to(config: &Config, up: &UpstreamConfig) -> anyhow::Result
                 program: resolve_program(command)?,
                 args: args.to_vec(),
                 env: env.clone(),
-                inherit_env: up.inherit_env.clone(),
+                inherit_env: config.defaults.inherit_env.iter().chain(&up.inherit_env).cloned().collect(),
                 cwd: cwd.map(PathBuf::from),
                 restart_base: up.restart.base_delay,
                 restart_max: up.restart.max_delay,

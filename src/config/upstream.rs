@@ -25,6 +25,13 @@ pub struct Defaults {
     pub breaker: BreakerConfig,
     /// Load shedding per upstream.
     pub concurrency: ConcurrencyConfig,
+    /// stdio: variables of the gateway's own environment every stdio upstream gets, by
+    /// name (`*` for all), besides the baseline and its own `inherit_env` — e.g. the
+    /// proxy and TLS variables `npx` needs to download a server (`HTTPS_PROXY`,
+    /// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`). Servers of `include_mcp_servers`, which
+    /// have no `inherit_env` of their own, take these. Default `[]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
 }
 
 /// Timeouts for talking to an upstream.

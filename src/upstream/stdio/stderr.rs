@@ -7,8 +7,11 @@
 //! passes, then [`RATE`] a second; the lines over that are counted, and the count is
 //! logged every [`REPORT_EVERY`] while lines are being left out, and when stderr ends.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use tokio::io::AsyncBufRead;
 use tokio::time::Instant;
@@ -25,6 +28,32 @@ const BURST: u32 = 100;
 const RATE: u32 = 20;
 /// How often the count of left-out lines is logged while lines are left out.
 const REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// Lines of stderr kept for when the process fails.
+const TAIL_LINES: usize = 8;
+
+/// The last lines a process wrote on stderr, as written (each at most the longest line
+/// read, the lines of a key block already withheld), whether they were logged or left
+/// out: what it said before it failed. Whoever shows them scrubs them for their reader.
+#[derive(Debug, Default)]
+pub(super) struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let mut lines = self.lines.lock();
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line.to_owned());
+    }
+
+    /// The lines kept, oldest first.
+    pub(super) fn lines(&self) -> Vec<String> {
+        self.lines.lock().iter().cloned().collect()
+    }
+}
 
 /// Which lines of one child are logged: a token bucket of lines, and the count of
 /// those left out since the last report.
@@ -105,8 +134,8 @@ fn report_left_out(name: &str, budget: &mut LineBudget) {
     }
 }
 
-/// Logs the child's stderr until it ends.
-pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + Unpin) {
+/// Logs the child's stderr until it ends, keeping its last lines in `tail`.
+pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + Unpin, tail: Arc<StderrTail>) {
     let mut buf = Vec::new();
     let mut budget = LineBudget::new(Instant::now());
     let mut key_block = KeyBlock::default();
@@ -129,6 +158,9 @@ pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + U
         }
         let text = String::from_utf8_lossy(&buf);
         let text = key_block.filter(text.trim_end());
+        if matches!(line, Line::Text) && !text.is_empty() {
+            tail.push(text);
+        }
         if !budget.admit(Instant::now()) {
             continue;
         }
@@ -148,6 +180,16 @@ pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + U
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_lines() {
+        let tail = StderrTail::default();
+        for n in 0..TAIL_LINES + 3 {
+            tail.push(&format!("line {n}"));
+        }
+        let lines = tail.lines();
+        assert_eq!((lines.len(), lines[0].as_str()), (TAIL_LINES, "line 3"));
+    }
 
     #[test]
     fn the_lines_of_a_key_block_are_withheld() {
