@@ -285,6 +285,7 @@ pub(crate) fn upstream_handle(
         breaker: up.breaker(&config.defaults.breaker),
         concurrency: up.concurrency(&config.defaults.concurrency),
         trust_annotations: up.trust_annotations,
+        sanitize: up.sanitize(&config.errors),
         tools: up.tools.clone(),
         catalog,
         prefixed: Default::default(),

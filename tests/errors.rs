@@ -194,3 +194,36 @@ async fn a_scrubbed_tool_result_carries_a_correlation_id_and_its_original_is_log
     assert!(original.contains("\\u001b[31m") && !original.contains('\u{1b}'), "escaped: {}", &original[..400]);
     assert!(original.len() < 10 * 1024, "bounded: {} bytes", original.len());
 }
+
+/// What the client itself sent stands in the upstream's error as it was sent (escaped):
+/// a model can correct its call. What the upstream added is scrubbed, as far as the
+/// upstream's `errors.sanitize` says: `standard` (the default) keeps only the client's
+/// values, `strict` nothing, `trusted` all but credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_own_values_are_kept_in_error_texts_as_far_as_the_upstream_is_trusted() {
+    let (url, _) = fake_upstream::start().await;
+    let asked = "/home/alice/notes.txt";
+    for (level, kept, added) in [
+        ("", asked, "not in [path]"),
+        ("    errors: { sanitize: strict }\n", "[path]", "not in [path]"),
+        ("    errors: { sanitize: trusted }\n", asked, "not in /srv/data"),
+    ] {
+        let gw = Seawall::start(&format!("upstreams:\n  - name: fake\n    url: {url}\n{level}")).await;
+        let c = Client::connect(&gw.url, json!({})).await;
+        c.request(1, "tools/list", json!({})).await;
+        let result = c.call_tool(2, "fake__access", json!({"path": asked})).await;
+        let text = text_of(&result);
+        assert_eq!(result["isError"], true, "{level}: {result}");
+        assert!(text.contains(&format!("directories: {kept} {added}")), "{level}: {text}");
+        assert!(text.contains("password=[redacted]") && !text.contains("hunter2"), "{level}: {text}");
+
+        let reply = c
+            .request(3, "tools/call", json!({"name": "fake__access", "arguments": {"path": asked, "mode": "error"}}))
+            .await;
+        assert_eq!(reply.error()["code"], -32602, "{level}: {}", reply.raw);
+        let message = reply.error()["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("directories: {kept} {added}")), "{level}: {message}");
+        assert!(!reply.raw.contains("hunter2"), "{level}: {}", reply.raw);
+        assert_eq!(reply.error()["data"]["upstream"]["path"], kept, "{level}: {}", reply.raw);
+    }
+}

@@ -47,7 +47,7 @@ pub use operations::{AdminConfig, ShutdownConfig};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
-    RetryOverrides, ToolConfig,
+    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
 };
 pub use schema::json_schema;
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};

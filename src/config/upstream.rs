@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::resilience::{
-    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, RetryConfig,
+    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
 };
 use super::schema::{HumanDuration, ScalarText};
 
@@ -262,6 +263,10 @@ pub struct UpstreamConfig {
     /// Per-tool settings, by the tool's name on the upstream. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Per-upstream error settings (`sanitize`, overriding `errors.sanitize`). Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub errors: UpstreamErrorsConfig,
 }
 
 fn default_max_processes() -> usize {
@@ -312,6 +317,7 @@ impl Default for UpstreamConfig {
             concurrency: None,
             trust_annotations: false,
             tools: BTreeMap::new(),
+            errors: UpstreamErrorsConfig::default(),
         }
     }
 }
@@ -394,5 +400,10 @@ impl UpstreamConfig {
     /// Concurrency settings: the defaults with this upstream's overrides.
     pub fn concurrency(&self, defaults: &ConcurrencyConfig) -> ConcurrencyConfig {
         self.concurrency.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// How this upstream's text is sanitised: its own setting, else `errors.sanitize`.
+    pub fn sanitize(&self, errors: &ErrorsConfig) -> SanitizeLevel {
+        self.errors.sanitize.unwrap_or(errors.sanitize)
     }
 }
