@@ -275,3 +275,61 @@ async fn the_admin_api_needs_its_token_and_shows_the_configuration_masked() {
 
     assert_eq!(api.get("/admin/schema").await, seawall::config::json_schema());
 }
+
+/// A stdio server that cannot start says why: its exit status and last stderr lines
+/// (credentials removed) are in the warning that it failed to start, in `/readyz`, in
+/// `/status.json` and in the admin API's view of the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_that_cannot_start_says_why_everywhere() {
+    let script = "echo 'npm error code UNABLE_TO_GET_ISSUER_CERT_LOCALLY' >&2; \
+                  echo 'npm error request failed, token=hunter2-Npm-T0ken' >&2; exit 3";
+    let config = format!(
+        "upstreams:\n  - name: broken\n    command: sh\n    args: [\"-c\", {}]\n\
+         \x20   restart: {{ base_delay: 200ms, max_delay: 1s }}\n",
+        serde_json::to_string(script).expect("script")
+    );
+    let mut gw = Seawall::start(&config).await;
+    let api = Api::new(&gw, None);
+    let said = |lines: &Value| -> String {
+        let lines: Vec<&str> =
+            lines.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        lines.join("\n")
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let ready = loop {
+        let resp = reqwest::get(format!("{}/readyz", gw.admin_url)).await.expect("GET /readyz");
+        let status = resp.status().as_u16();
+        let body: Value = serde_json::from_str(&resp.text().await.expect("body")).expect("JSON");
+        if body["upstreams"]["broken"]["exit_status"].is_string() || Instant::now() > deadline {
+            assert_eq!(status, 503, "{body}");
+            break body["upstreams"]["broken"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ready["state"], "down", "{ready}");
+    assert_eq!(ready["exit_status"], "exit status: 3", "{ready}");
+    assert!(ready["reason"].as_str().is_some_and(|r| r.contains("initialize")), "{ready}");
+    let stderr = said(&ready["stderr"]);
+    assert!(stderr.contains("UNABLE_TO_GET_ISSUER_CERT_LOCALLY") && !stderr.contains("hunter2"), "{ready}");
+
+    let status = Client::get_json(&format!("{}/status.json", gw.admin_url)).await;
+    let listed = status["upstreams"].as_array().expect("upstreams").iter().find(|u| u["name"] == "broken").cloned();
+    let process = listed.map(|u| u["process"].clone()).unwrap_or_default();
+    assert_eq!(process["exit_status"], "exit status: 3", "{status}");
+    assert!(said(&process["stderr"]).contains("UNABLE_TO_GET_ISSUER_CERT_LOCALLY"), "{process}");
+    let viewed = api.get("/admin/upstreams/broken").await;
+    let process = if viewed["process"].is_object() { &viewed["process"] } else { &viewed["upstream"]["process"] };
+    assert_eq!(process["exit_status"], "exit status: 3", "{viewed}");
+    assert!(said(&process["stderr"]).contains("UNABLE_TO_GET_ISSUER_CERT_LOCALLY"), "{viewed}");
+
+    gw.stop(Duration::from_secs(5)).await;
+    let log = gw.proc.output();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("stdio upstream failed to start") && l.contains("exit_status"))
+        .unwrap_or_else(|| panic!("no warning with the exit status:\n{log}"));
+    assert!(warning.contains("initialize handshake") && warning.contains("exit status: 3"), "{warning}");
+    assert!(warning.contains("UNABLE_TO_GET_ISSUER_CERT_LOCALLY") && warning.contains("token=[redacted]"), "{warning}");
+    assert!(!log.contains("hunter2"), "a secret reached the log:\n{log}");
+}

@@ -222,3 +222,38 @@ async fn a_jwks_file_is_read_at_start() {
     assert!(c.request(1, "tools/list", json!({})).await.result()["tools"].is_array());
     assert_refused(&gw.url, &SigningKey::generate("other").token(&claims("eve")), "a key not in the file").await;
 }
+
+/// `resource_metadata` without `resource` names the JWT audience, the URL tokens are
+/// minted for; without an audience to take, `check-config` and `run` say the key is
+/// missing, at its line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_resource_defaults_to_the_audience_or_is_reported_missing() {
+    let k1 = SigningKey::generate("file-key");
+    let dir = common::TestDir::new("jwks");
+    let path = dir.write("jwks.json", &json!({"keys": [k1.jwk()]}).to_string());
+    let yaml =
+        gateway_yaml(&format!("jwks_file: {}", path.display())).replace(&format!("    resource: {AUDIENCE}\n"), "");
+    assert!(!yaml.contains("resource:"), "{yaml}");
+    let gw = Seawall::start(&yaml).await;
+    let base = gw.url.trim_end_matches("/mcp").to_owned();
+    let doc = Client::get_json(&format!("{base}/.well-known/oauth-protected-resource/mcp")).await;
+    assert_eq!(doc["resource"], AUDIENCE, "{doc}");
+
+    let file = dir.write(
+        "keys-only.yaml",
+        "upstreams:\n  - name: demo\n    command: seawall\n    args: [demo-upstream, --stdio]\n\
+         auth:\n  api_keys:\n    - { name: ci, key: 0123456789abcdef }\n  resource_metadata:\n    \
+         authorization_servers: [https://idp.example]\n",
+    );
+    let want = format!("{}:8: auth.resource_metadata.resource: missing", file.display());
+    let mut check = tokio::process::Command::new(common::seawall_bin());
+    check.arg("check-config").arg(&file);
+    let mut run = tokio::process::Command::new(common::seawall_bin());
+    run.args(["run", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--config"]).arg(&file);
+    for (name, cmd) in [("check-config", check), ("run", run)] {
+        let out = common::run_script(name, cmd, Duration::from_secs(60)).await;
+        assert!(!out.status.success(), "{name} accepted the file");
+        assert!(out.stderr.lines().any(|l| l.starts_with(&want)), "{name}: want {want:?} in\n{}", out.stderr);
+        assert!(!out.stderr.contains("without fragment: \"\""), "{name}: {}", out.stderr);
+    }
+}

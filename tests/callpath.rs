@@ -58,6 +58,21 @@ async fn a_resource_uri_listed_by_two_upstreams_is_listed_once_and_read_from_the
         d.recorded().iter().filter(|e| e["event"] == "request" && e["method"] == "resources/read").count()
     };
     assert_eq!((reads(&a), reads(&b)), (1, 0), "the read goes to the first upstream in configuration order");
+
+    // The warning names the URI and both upstreams, once, however often and by however
+    // many sessions the list is asked for.
+    let other = Client::connect(&gw.url, json!({})).await;
+    for id in 3..6 {
+        assert!(c.request(id, "resources/list", json!({})).await.result()["resources"].is_array());
+        assert!(other.request(id, "resources/list", json!({})).await.result()["resources"].is_array());
+    }
+    let mut gw = gw;
+    gw.stop(Duration::from_secs(5)).await;
+    let log = gw.proc.output();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("list the same resource URI")).collect();
+    assert_eq!(warnings.len(), 2, "one per duplicated URI (readme, binary):\n{log}");
+    let readme = warnings.iter().find(|l| l.contains("uri=demo://readme")).expect("the readme's URI is named");
+    assert!(readme.contains("served_by=a") && readme.contains("also_listed_by=b"), "{readme}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

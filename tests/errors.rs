@@ -138,3 +138,92 @@ async fn structured_output_that_breaks_its_schema_is_withheld() {
     let sum = c.call_tool(2, "demo__add", json!({"a": 1, "b": 2})).await;
     assert_eq!(sum["structuredContent"]["sum"], json!(3));
 }
+
+/// A tool's own `isError` result that seawall scrubbed carries a correlation id (in a
+/// text and in `_meta`); the original is in seawall's log beside it (escaped and
+/// bounded), and the access line says the result was rewritten. A result left as it was
+/// gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrubbed_tool_result_carries_a_correlation_id_and_its_original_is_logged() {
+    let dir = common::TestDir::new("scrubbed");
+    let access = dir.join("access.jsonl");
+    let extra = format!("access_log: {{ path: {} }}", serde_json::to_string(&access).expect("path"));
+    let (mut gw, c, _) = gateway(&extra).await;
+    let reply = c.request(1, "tools/call", json!({"name": "fake__ansi_result", "arguments": {}})).await;
+    assert_clean("ansi_result", &reply);
+    let result = reply.result();
+    let cid = result["_meta"]["seawall/correlationId"].as_str().expect("a correlation id in _meta").to_owned();
+    let items = result["content"].as_array().expect("content");
+    let note = items.last().and_then(|i| i["text"].as_str()).unwrap_or_default();
+    assert!(note.contains(&format!("correlation id {cid}")), "{}", reply.raw);
+    let kept = c.request(2, "tools/call", json!({"name": "demo__add", "arguments": {"a": 1e308, "b": 1e308}})).await;
+    assert_eq!(kept.result()["isError"], true, "{}", kept.raw);
+    assert!(kept.result().get("_meta").is_none() && !kept.raw.contains("correlation id"), "{}", kept.raw);
+
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(&access).unwrap_or_default().lines().map(str::to_owned).collect();
+        if lines.iter().any(|l| l.contains("\"id\":2")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let line_of = |id: i64| -> Value {
+        lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["id"] == id && l["method"] == "tools/call")
+            .unwrap_or_else(|| panic!("no access line for {id}: {lines:#?}"))
+    };
+    let scrubbed = line_of(1);
+    assert_eq!(scrubbed["outcome"], "tool_error");
+    assert_eq!((scrubbed["rewritten"].as_str(), scrubbed["correlationId"].as_str()), (Some("scrubbed"), Some(&*cid)));
+    assert!(line_of(2).get("rewritten").is_none());
+
+    gw.stop(std::time::Duration::from_secs(5)).await;
+    let log = gw.proc.output();
+    let original = log
+        .lines()
+        .find(|l| l.contains(&format!("correlation_id={cid}")))
+        .unwrap_or_else(|| panic!("no log line with correlation id {cid}:\n{log}"));
+    assert!(
+        original.contains("password=hunter2") && original.contains("IllegalStateException"),
+        "{}",
+        &original[..400]
+    );
+    assert!(original.contains("\\u001b[31m") && !original.contains('\u{1b}'), "escaped: {}", &original[..400]);
+    assert!(original.len() < 10 * 1024, "bounded: {} bytes", original.len());
+}
+
+/// What the client itself sent stands in the upstream's error as it was sent (escaped):
+/// a model can correct its call. What the upstream added is scrubbed, as far as the
+/// upstream's `errors.sanitize` says: `standard` (the default) keeps only the client's
+/// values, `strict` nothing, `trusted` all but credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_own_values_are_kept_in_error_texts_as_far_as_the_upstream_is_trusted() {
+    let (url, _) = fake_upstream::start().await;
+    let asked = "/home/alice/notes.txt";
+    for (level, kept, added) in [
+        ("", asked, "not in [path]"),
+        ("    errors: { sanitize: strict }\n", "[path]", "not in [path]"),
+        ("    errors: { sanitize: trusted }\n", asked, "not in /srv/data"),
+    ] {
+        let gw = Seawall::start(&format!("upstreams:\n  - name: fake\n    url: {url}\n{level}")).await;
+        let c = Client::connect(&gw.url, json!({})).await;
+        c.request(1, "tools/list", json!({})).await;
+        let result = c.call_tool(2, "fake__access", json!({"path": asked})).await;
+        let text = text_of(&result);
+        assert_eq!(result["isError"], true, "{level}: {result}");
+        assert!(text.contains(&format!("directories: {kept} {added}")), "{level}: {text}");
+        assert!(text.contains("password=[redacted]") && !text.contains("hunter2"), "{level}: {text}");
+
+        let reply = c
+            .request(3, "tools/call", json!({"name": "fake__access", "arguments": {"path": asked, "mode": "error"}}))
+            .await;
+        assert_eq!(reply.error()["code"], -32602, "{level}: {}", reply.raw);
+        let message = reply.error()["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("directories: {kept} {added}")), "{level}: {message}");
+        assert!(!reply.raw.contains("hunter2"), "{level}: {}", reply.raw);
+        assert_eq!(reply.error()["data"]["upstream"]["path"], kept, "{level}: {}", reply.raw);
+    }
+}

@@ -375,6 +375,10 @@ async fn http_refusals_carry_the_request_id() {
     let bad_version = c.post_raw(ping(json!("v-7")), &[("mcp-protocol-version", "1999-01-01")]).await;
     assert_eq!(bad_version.status, 400, "{}", bad_version.raw);
     assert_eq!(bad_version.response()["id"], "v-7");
+    // The client learns what to speak, not that its params lack a modern envelope.
+    assert_eq!(bad_version.error()["code"], -32022, "{}", bad_version.raw);
+    let supported = json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]);
+    assert_eq!(bad_version.error()["data"], json!({"supported": supported, "requested": "1999-01-01"}));
 
     let mut anonymous = c.clone();
     anonymous.session = None;

@@ -169,3 +169,31 @@ async fn a_config_including_an_mcp_servers_file_runs() {
     }
     gw.stop(std::time::Duration::from_secs(5)).await;
 }
+
+/// Servers of an included `mcpServers` file have no `inherit_env` of their own: they
+/// get what `defaults.inherit_env` names (here a stand-in for the TLS variables `npx`
+/// needs), and still nothing else of seawall's environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn included_servers_get_the_variables_defaults_inherit_env_names() {
+    let files = TestDir::new("include-env");
+    let record = files.join("noisy.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/noisy_server.py");
+    let python = std::env::var("SEAWALL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let servers = json!({"mcpServers": {"noisy": {"command": python, "args": [script],
+        "env": {"NOISY_RECORD": record.display().to_string()}}}});
+    let servers = files.write("mcp.json", &servers.to_string());
+    let config = format!(
+        "include_mcp_servers: {}\ndefaults:\n  inherit_env: [SEAWALL_TEST_CA_FILE]\n",
+        serde_json::to_string(&servers.display().to_string()).expect("path")
+    );
+    let env = [("SEAWALL_TEST_CA_FILE", "/etc/ssl/test-ca.pem"), ("SEAWALL_TEST_SECRET", "gateway-credential")];
+    let mut gw = Seawall::start_with(&config, &[], &env).await;
+    let client = Client::connect(&gw.url, json!({})).await;
+    let echoed = client.call_tool(1, "noisy__echo", json!({"message": "hi"})).await;
+    assert_eq!(echoed["content"][0]["text"], "hi", "{echoed}");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&record).expect("record")).expect("JSON");
+    let names: Vec<&str> = recorded["env"].as_array().expect("env").iter().filter_map(Value::as_str).collect();
+    assert!(names.contains(&"SEAWALL_TEST_CA_FILE"), "{names:?}");
+    assert!(!names.contains(&"SEAWALL_TEST_SECRET"), "{names:?}");
+    gw.stop(std::time::Duration::from_secs(5)).await;
+}

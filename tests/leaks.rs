@@ -28,6 +28,8 @@ mod leak_findings;
 mod leak_fronts;
 #[path = "support/leaky_upstream.rs"]
 mod leaky_upstream;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
 #[path = "support/planted.rs"]
 mod planted;
 #[path = "support/tap.rs"]
@@ -486,4 +488,110 @@ async fn nothing_planted_upstream_reaches_a_client_and_no_client_credential_reac
     println!("  leaks found: {}", findings.leaks.len());
     findings.assert_none(&world.dir.join("leaks.txt"));
     assert!(upstream_requests > 0 && processes > 0, "the upstreams were reached");
+}
+
+/// The credentials among the planted set (the first needle of each): a stdio server's
+/// stderr may name paths and hosts in seawall's log, never these.
+const STDERR_CREDENTIALS: &[&str] = &[
+    "hunter2",
+    "sk-live-4f9a",
+    "sk_live_51H8",
+    "ghp_R2d2",
+    "xoxb-1234",
+    "AKIAIOSFODNN7EXAMPLE",
+    "wJalrXUtnFEMI",
+    "Zm9vYmFyYmF6LWJl",
+    "tok_9XqLm2Rv",
+    "YWRtaW46aHVudGVyMg",
+    "eyJzdWIiOiJkZXBsb3ki",
+    "c00kie-S3ss10n",
+    "Hunter2-Login-Pw",
+    "Pa55w0rd-Billing",
+    "R3p0rtPw9",
+    "Tr0ub4dor",
+    "r3dis-pass",
+    "Q1w2E3r4T5y6",
+    "MIIEpAIBAAKCAQEA7leaks",
+];
+
+/// A stdio server's stderr — its start-up line with a DSN, its dying words with every
+/// planted secret — reaches seawall's log without the credentials and without raw
+/// control bytes; the rest of the line (the host, the variable's name) stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_servers_stderr_reaches_the_log_without_its_credentials() {
+    let dir = TestDir::new("stderr-leaks");
+    let records = dir.join("records");
+    std::fs::create_dir_all(&records).expect("records dir");
+    let plan = dir.write("plan.json", &planted::plan().to_string());
+    let python = std::env::var("SEAWALL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/leaky_stdio.py");
+    let args = [script.to_owned(), plan.display().to_string(), records.display().to_string()];
+    let upstream =
+        common::Upstream::Stdio { name: "leaky".into(), command: python, args: args.into(), per_session: false };
+    let mut gw = Seawall::start(&common::config_yaml(&[upstream], "")).await;
+    let client = mcp_client::Client::connect(&gw.url, json!({})).await;
+    client.request(1, "tools/call", json!({"name": "leaky__crash", "arguments": {}})).await;
+    // The process dies, and its successor says its first line again.
+    for what in ["stdio upstream exited", "stdio upstream ready"] {
+        gw.proc
+            .wait_for_line(common::Stream::Stderr, Duration::from_secs(10), what, |l| l.contains(what).then_some(()))
+            .await;
+    }
+    gw.stop(Duration::from_secs(5)).await;
+    let log = gw.proc.output();
+    let stderr_lines: Vec<&str> = log.lines().filter(|l| l.contains("seawall::upstream::stderr")).collect();
+    assert!(
+        stderr_lines.iter().any(|l| l.contains("DATABASE_URL=postgres://[redacted]@db.internal:5432/orders")),
+        "the start-up line is logged, its password removed:\n{log}"
+    );
+    assert!(stderr_lines.iter().any(|l| l.contains("Traceback")), "the dying words are logged:\n{log}");
+    for secret in STDERR_CREDENTIALS {
+        assert!(planted::find(log.as_bytes(), secret).is_none(), "{secret:?} reached seawall's log:\n{log}");
+    }
+    for line in stderr_lines {
+        assert!(!line.bytes().any(|b| b.is_ascii_control() && b != b'\t'), "a raw control byte: {line:?}");
+    }
+}
+
+/// A stdio server that floods its stderr floods no log: a burst of lines is logged, the
+/// rest is counted and the count logged (here when its stderr ends, the process being
+/// given up after its handshake timed out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_flooding_its_stderr_does_not_flood_the_log() {
+    const LINES: usize = 3000;
+    let dir = TestDir::new("stderr-flood");
+    let marker = dir.join("flooded");
+    // Only the first process floods (a restarted one would add its own lines), then it
+    // waits without ever answering `initialize`.
+    let script = format!(
+        "import os, sys\nif not os.path.exists({marker:?}):\n    open({marker:?}, 'w').close()\n    \
+         for i in range({LINES}): sys.stderr.write('flood line %d\\n' % i)\n    sys.stderr.flush()\nsys.stdin.read()\n",
+        marker = marker.display().to_string()
+    );
+    let python = std::env::var("SEAWALL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let upstream = common::Upstream::Stdio {
+        name: "flood".into(),
+        command: python,
+        args: vec!["-c".into(), script],
+        per_session: false,
+    };
+    let extra = "defaults:\n  timeouts: { connect: 2s }\n";
+    let mut gw = Seawall::start(&common::config_yaml(&[upstream], extra)).await;
+    let left_out: usize = gw
+        .proc
+        .wait_for_line(common::Stream::Stderr, Duration::from_secs(20), "the count of left-out lines", |l| {
+            l.contains("left out of the log")
+                .then(|| l.split("lines=").nth(1)?.split_whitespace().next()?.parse().ok())
+                .flatten()
+        })
+        .await;
+    gw.stop(Duration::from_secs(5)).await;
+    let logged = gw
+        .proc
+        .output()
+        .lines()
+        .filter(|l| l.contains("seawall::upstream::stderr") && l.contains("flood line "))
+        .count();
+    assert_eq!(logged + left_out, LINES, "every line is logged or counted");
+    assert!((100..300).contains(&logged), "a burst of 100 lines and 20 a second: {logged} logged");
 }

@@ -359,3 +359,20 @@ async fn seawall_stdio_reloads_its_configuration() {
     }
     assert_eq!(text_of(&sw.call_tool(2, "more__echo", json!({"message": "reloaded"})).await), "reloaded");
 }
+
+/// Under `seawall stdio` its stderr is what the client shows as the server's log: no
+/// access line per request there unless the file asks for the access log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_is_off_on_stdio_unless_configured() {
+    let access_lines =
+        |stderr: &str| stderr.lines().filter(|l| l.starts_with('{') && l.contains("\"outcome\"")).count();
+    for (extra, logged) in [("", false), ("access_log: { enabled: true }\n", true)] {
+        let mut sw = StdioSeawall::start(&config(None, None, "", extra), &[], &[]);
+        sw.initialize("2025-11-25").await;
+        assert_eq!(text_of(&sw.call_tool(1, "demo__echo", json!({"message": "quiet"})).await), "quiet");
+        sw.close_stdin();
+        let status = sw.wait_exit(Duration::from_secs(10)).await;
+        assert_eq!(status.code(), Some(0), "{status:?}\n{}", sw.stderr());
+        assert_eq!(access_lines(&sw.stderr()) > 0, logged, "{extra:?}:\n{}", sw.stderr());
+    }
+}

@@ -187,18 +187,33 @@ async fn readyz(State(admin): State<Admin>) -> Response {
     let draining = admin.drain.is_draining();
     let mut ready = !draining;
     for handle in gateway.upstreams().iter() {
+        let mut why = None;
         let state = match &handle.connector {
             Connector::SharedStdio(link) => {
                 if link.is_running() {
                     "up"
                 } else {
                     ready = false;
+                    why = Some(link.status());
                     "down"
                 }
             }
             Connector::Http(_) | Connector::Sse(_) | Connector::PerSessionStdio(..) => "per-session",
         };
         let mut entry = json!({ "kind": handle.kind(), "state": state });
+        // A process that is not up says why: seawall's reason, and what the last one
+        // that failed to start said.
+        if let Some(status) = why {
+            if let Some(reason) = status.reason {
+                entry["reason"] = json!(reason);
+            }
+            if let Some(exit_status) = status.exit_status {
+                entry["exit_status"] = json!(exit_status);
+            }
+            if !status.stderr.is_empty() {
+                entry["stderr"] = json!(status.stderr);
+            }
+        }
         if let Connector::Http(pool) = &handle.connector
             && pool.len() > 1
         {

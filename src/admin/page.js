@@ -300,7 +300,8 @@
       } else {
         cell.append(dot(p.state, p.reason || p.state), p.state);
         if (p.restarts > 0) cell.append(el("span", { class: "muted" }, ` · ${count(p.restarts)} restarts`));
-        if (p.reason) cell.title = p.reason;
+        const said = [p.exit_status, ...(p.stderr || [])].filter(Boolean);
+        if (p.reason) cell.title = [p.reason, ...said].join("\n");
       }
       return cell;
     }

@@ -186,6 +186,12 @@ struct Process {
     reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     restarts: Option<u64>,
+    /// Shared, down after a failed start: that process's exit status, when it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_status: Option<String>,
+    /// Shared, down after a failed start: the last lines it wrote on stderr, sanitised.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stderr: Vec<String>,
     /// Per session: processes running now (one per session linked to the upstream).
     #[serde(skip_serializing_if = "Option::is_none")]
     running: Option<usize>,
@@ -494,6 +500,8 @@ fn upstream(
                 state: status.state,
                 reason: status.reason,
                 restarts: Some(status.restarts),
+                exit_status: status.exit_status,
+                stderr: status.stderr,
                 running: None,
                 available: None,
             };
@@ -505,6 +513,8 @@ fn upstream(
                 state: "per_session",
                 reason: None,
                 restarts: None,
+                exit_status: None,
+                stderr: Vec::new(),
                 running: Some(running),
                 available: Some(processes.available_permits()),
             };

@@ -383,6 +383,9 @@ fn way_to(config: &Config, up: &UpstreamConfig) -> (UpstreamConfig, Duration, us
         concurrency: None,
         trust_annotations: false,
         tools: Default::default(),
+        errors: Default::default(),
+        // What the process is given of the environment decides how it runs.
+        inherit_env: config.defaults.inherit_env.iter().chain(&up.inherit_env).cloned().collect(),
         ..up.clone()
     };
     (way, connect, config.limits.max_message_bytes)
@@ -398,6 +401,7 @@ fn policy_of(config: &Config, up: &UpstreamConfig) -> impl PartialEq {
         up.concurrency(&config.defaults.concurrency),
         up.trust_annotations,
         up.tools.clone(),
+        up.sanitize(&config.errors),
         config.name_separator.clone(),
     )
 }

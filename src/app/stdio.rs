@@ -39,6 +39,8 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
     let hangups = crate::signals::Hangups::install();
     let read = config.clone();
     let client = stdio_client(&config, &options)?;
+    // After `read`: a reload compares the file with what it said, not with this.
+    config.access_log.default_off_on_stdio();
     let mut core = Core::assemble(&mut config)?;
     let background = core.spawn_background();
     let stop = tokio_util::sync::CancellationToken::new();

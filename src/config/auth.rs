@@ -56,13 +56,27 @@ pub struct ApiKeyConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceMetadataConfig {
     /// seawall's own canonical URL as clients reach it, e.g. `https://gw.example/mcp`
-    /// (an `http`/`https` URL without fragment). No default.
+    /// (an `http`/`https` URL without fragment). Default: `auth.jwt.audience` when that
+    /// is such a URL (the audience tokens are minted for); otherwise it must be given.
     pub resource: String,
     /// Issuer URLs of the authorization servers clients may get tokens from.
     /// Default `[]`.
     pub authorization_servers: Vec<String>,
     /// Scopes clients may request. Default `[]` (left out of the document).
     pub scopes_supported: Vec<String>,
+}
+
+/// Gives `resource_metadata.resource` its default, the JWT audience, when it is not
+/// written and the audience is a resource URL (run after `${VAR}` expansion, before the
+/// checks, so the check reports only a resource that is still missing).
+pub(crate) fn default_resource(auth: Option<&mut AuthConfig>) {
+    let Some(auth) = auth else { return };
+    let audience = auth.jwt.as_ref().map(|jwt| jwt.audience.as_str()).filter(|a| is_resource_url(a));
+    if let (Some(meta), Some(audience)) = (auth.resource_metadata.as_mut(), audience)
+        && meta.resource.is_empty()
+    {
+        meta.resource = audience.to_owned();
+    }
 }
 
 /// Shortest accepted literal API key (characters).
@@ -105,7 +119,13 @@ pub(crate) fn check_auth(auth: Option<&AuthConfig>, out: &mut Vec<Problem>) {
     }
     if let Some(meta) = &auth.resource_metadata {
         let here = at.key("resource_metadata");
-        if !is_resource_url(&meta.resource) {
+        if meta.resource.is_empty() {
+            out.push(Problem::new(
+                here.key("resource"),
+                "missing: give seawall's URL as clients reach it (e.g. https://gw.example/mcp), \
+                 or an http(s) auth.jwt.audience it defaults to",
+            ));
+        } else if !is_resource_url(&meta.resource) {
             out.push(Problem::new(
                 here.key("resource"),
                 format!("not an http(s) URL without fragment: {:?}", meta.resource),

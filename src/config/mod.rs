@@ -47,7 +47,7 @@ pub use operations::{AdminConfig, ShutdownConfig};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
-    RetryOverrides, ToolConfig,
+    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
 };
 pub use schema::json_schema;
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
@@ -97,6 +97,7 @@ impl Config {
             let mut problems = Vec::new();
             let included = include::include(&mut config, origin, &mut problems);
             problems.extend(expand::expand_config(&mut config, lookup));
+            auth::default_resource(config.auth.as_mut());
             problems.extend(validate::validate(&config, &written));
             if let Some(included) = &included {
                 problems = problems.into_iter().map(|p| included.attribute(p)).collect();

@@ -232,6 +232,33 @@ pub enum Report {
     Error,
 }
 
+/// How much of an upstream's text (the message and `data` of a client-fault error, an
+/// `isError` result) the sanitiser removes before the client sees it.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SanitizeLevel {
+    /// Every URL, path, address, host name, credential and stack trace, even one the
+    /// client itself sent.
+    Strict,
+    /// As `strict`, but a value that stands verbatim in the request's own arguments
+    /// (or the URI it asked for) is kept, escaped, up to 256 bytes: it is no secret
+    /// from that client, and a model needs it to correct its call.
+    #[default]
+    Standard,
+    /// Credentials only (keys, tokens, passwords, `user:password@`, PEM blocks): paths,
+    /// hosts, URLs and stack traces stay. For a server the operator trusts.
+    Trusted,
+}
+
+/// One upstream's own error settings.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamErrorsConfig {
+    /// Overrides `errors.sanitize` for this upstream. Default: `errors.sanitize`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitize: Option<SanitizeLevel>,
+}
+
 /// Error rewriting and validation.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -254,6 +281,10 @@ pub struct ErrorsConfig {
     /// answered as an `isError` result and the malformed data is never sent.
     /// Default `true`.
     pub validate_output: bool,
+    /// What the sanitiser removes from upstreams' text: `strict`, `standard` (keeps what
+    /// the client itself sent) or `trusted` (credentials only); an upstream may set its
+    /// own (`upstreams[].errors.sanitize`). Default `standard`.
+    pub sanitize: SanitizeLevel,
 }
 
 impl Default for ErrorsConfig {
@@ -264,6 +295,7 @@ impl Default for ErrorsConfig {
             validate_arguments: true,
             argument_errors: Report::Result,
             validate_output: true,
+            sanitize: SanitizeLevel::Standard,
         }
     }
 }

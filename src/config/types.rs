@@ -101,8 +101,10 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessLogConfig {
-    /// Write it. Default `true`.
-    pub enabled: bool,
+    /// Write it. Default: on under `seawall run`; under `seawall stdio`, whose stderr
+    /// its client shows as the server's log, on only when `path` names a file (or
+    /// `enabled: true` is written).
+    pub enabled: Option<bool>,
     /// A file to append it to; `null` writes it to stderr. Default `null`.
     pub path: Option<std::path::PathBuf>,
     /// `json` (one object per line), `text`, or `auto`: text on a terminal, JSON
@@ -112,7 +114,23 @@ pub struct AccessLogConfig {
 
 impl Default for AccessLogConfig {
     fn default() -> Self {
-        AccessLogConfig { enabled: true, path: None, format: AccessLogFormat::Auto }
+        AccessLogConfig { enabled: None, path: None, format: AccessLogFormat::Auto }
+    }
+}
+
+impl AccessLogConfig {
+    /// Whether lines are written (on unless turned off).
+    pub(crate) fn is_on(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    /// Turns the log off for a stdio client's gateway unless the file asked for it
+    /// (`enabled: true`, or a `path`): its stderr is that client's view of its
+    /// server's log, not a place for a line per request.
+    pub(crate) fn default_off_on_stdio(&mut self) {
+        if self.enabled.is_none() && self.path.is_none() {
+            self.enabled = Some(false);
+        }
     }
 }
 

@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::resilience::{
-    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, RetryConfig, RetryOverrides, ToolConfig,
+    BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, RetryConfig,
+    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
 };
 use super::schema::{HumanDuration, ScalarText};
 
@@ -25,6 +26,13 @@ pub struct Defaults {
     pub breaker: BreakerConfig,
     /// Load shedding per upstream.
     pub concurrency: ConcurrencyConfig,
+    /// stdio: variables of the gateway's own environment every stdio upstream gets, by
+    /// name (`*` for all), besides the baseline and its own `inherit_env` — e.g. the
+    /// proxy and TLS variables `npx` needs to download a server (`HTTPS_PROXY`,
+    /// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`). Servers of `include_mcp_servers`, which
+    /// have no `inherit_env` of their own, take these. Default `[]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
 }
 
 /// Timeouts for talking to an upstream.
@@ -257,6 +265,10 @@ pub struct UpstreamConfig {
     /// Per-tool settings, by the tool's name on the upstream. Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Per-upstream error settings (`sanitize`, overriding `errors.sanitize`). Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub errors: UpstreamErrorsConfig,
 }
 
 fn default_max_processes() -> usize {
@@ -307,6 +319,7 @@ impl Default for UpstreamConfig {
             concurrency: None,
             trust_annotations: false,
             tools: BTreeMap::new(),
+            errors: UpstreamErrorsConfig::default(),
         }
     }
 }
@@ -389,5 +402,10 @@ impl UpstreamConfig {
     /// Concurrency settings: the defaults with this upstream's overrides.
     pub fn concurrency(&self, defaults: &ConcurrencyConfig) -> ConcurrencyConfig {
         self.concurrency.map_or(*defaults, |o| o.apply(defaults))
+    }
+
+    /// How this upstream's text is sanitised: its own setting, else `errors.sanitize`.
+    pub fn sanitize(&self, errors: &ErrorsConfig) -> SanitizeLevel {
+        self.errors.sanitize.unwrap_or(errors.sanitize)
     }
 }

@@ -271,6 +271,7 @@ pub(crate) fn check_resilience_defaults(config: &Config, out: &mut Vec<Problem>)
     check_retry(&d.key("retry"), &config.defaults.retry, out);
     check_breaker(&d.key("breaker"), &config.defaults.breaker, out);
     check_concurrency(&d.key("concurrency"), &config.defaults.concurrency, out);
+    check_inherit_env(&d.key("inherit_env"), &config.defaults.inherit_env, out);
     nonzero(&FieldPath::root().key("limits").key("max_in_flight"), config.limits.max_in_flight, out);
 }
 
@@ -332,18 +333,23 @@ fn stdio_field_is_default(upstream: &UpstreamConfig, field: &str) -> bool {
     }
 }
 
-fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &mut Vec<Problem>) {
-    if command.is_empty() || command.contains('\0') {
-        out.push(Problem::new(at.key("command"), "must be a non-empty program name or path"));
-    }
-    for (i, name) in upstream.inherit_env.iter().enumerate() {
+/// Names of variables (or `*`) an `inherit_env` list passes on.
+fn check_inherit_env(at: &FieldPath, names: &[String], out: &mut Vec<Problem>) {
+    for (i, name) in names.iter().enumerate() {
         if name != "*" && (name.is_empty() || name.contains(['=', '\0'])) {
             out.push(Problem::new(
-                at.key("inherit_env").index(i),
+                at.index(i),
                 "must be the name of an environment variable (no `=` or NUL), or `*` for all",
             ));
         }
     }
+}
+
+fn check_stdio(at: &FieldPath, upstream: &UpstreamConfig, command: &str, out: &mut Vec<Problem>) {
+    if command.is_empty() || command.contains('\0') {
+        out.push(Problem::new(at.key("command"), "must be a non-empty program name or path"));
+    }
+    check_inherit_env(&at.key("inherit_env"), &upstream.inherit_env, out);
     for (i, arg) in upstream.args.iter().enumerate() {
         if arg.contains('\0') {
             out.push(Problem::new(at.key("args").index(i), "must not contain a NUL byte"));

@@ -2,7 +2,8 @@
 //! -32002, -32800, -32042, -32021) keep their code; this file decides what of their message and
 //! `data` the client gets. Nothing passes as the upstream wrote it:
 //!
-//! - the message is sanitised (`[url]`, `[path]`, `[redacted]` …), or for -32002 about the
+//! - the message is sanitised (`[url]`, `[path]`, `[redacted]` …; what the client itself
+//!   sent is kept, escaped, unless the upstream's level is `strict`), or for -32002 about the
 //!   URI the client asked for, replaced by `Resource not found: <that URI>`;
 //! - -32002: `data.uri` is the client's own URI, escaped but not masked, when the upstream
 //!   names that URI or none; any other URI the upstream wrote is sanitised like all its
@@ -35,9 +36,10 @@ pub(super) fn answer(
     data: Option<&Value>,
     asked_uri: Option<&str>,
     correlation_id: &str,
+    quoting: &sanitize::Quoting<'_>,
 ) -> (String, Value) {
     let mut out = Map::new();
-    let mut message = sanitize::text(message.unwrap_or(""));
+    let mut message = sanitize::sanitize_quoting(message.unwrap_or(""), TEXT_CAP, quoting);
     match (code, data) {
         (code::RESOURCE_NOT_FOUND, _) => {
             let named = data.and_then(|d| d.get("uri")).and_then(Value::as_str);
@@ -46,7 +48,7 @@ pub(super) fn answer(
                 (Some(named), Some(asked)) if named == asked => not_found(asked, &mut message, &mut out),
                 (None, Some(asked)) => not_found(asked, &mut message, &mut out),
                 (Some(named), _) => {
-                    out.insert("uri".into(), Value::String(sanitize::text(named)));
+                    out.insert("uri".into(), Value::String(sanitize::sanitize_quoting(named, TEXT_CAP, quoting)));
                 }
                 (None, None) => {}
             }
@@ -69,7 +71,7 @@ pub(super) fn answer(
             }
         }
         (_, Some(data)) => {
-            out.insert("upstream".into(), sanitize::sanitize_json(data, TEXT_CAP));
+            out.insert("upstream".into(), sanitize::sanitize_json_quoting(data, TEXT_CAP, quoting));
         }
         (_, None) => {}
     }
@@ -124,6 +126,8 @@ fn default_message(code: i64) -> &'static str {
 mod tests {
     use super::*;
 
+    const Q: sanitize::Quoting<'static> = sanitize::Quoting { client_values: &[], credentials_only: false };
+
     const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c";
 
     #[test]
@@ -138,7 +142,7 @@ mod tests {
             "dsn": "postgres://admin:hunter2@db.internal:5432/prod",
         });
         let (message, out) =
-            answer(code::URL_ELICITATION_REQUIRED, Some(&format!("go to {SECRET}")), Some(&data), None, "c1");
+            answer(code::URL_ELICITATION_REQUIRED, Some(&format!("go to {SECRET}")), Some(&data), None, "c1", &Q);
         assert!(!message.contains(SECRET), "{message}");
         assert_eq!(out["correlationId"], "c1");
         let list = out["elicitations"].as_array().unwrap();
@@ -155,22 +159,23 @@ mod tests {
     #[test]
     fn elicitation_urls_are_escaped_not_masked() {
         let data = json!({"elicitations": [{"mode": "url", "elicitationId": "é", "url": "https://a.example/é"}]});
-        let (message, out) = answer(code::URL_ELICITATION_REQUIRED, None, Some(&data), None, "c");
+        let (message, out) = answer(code::URL_ELICITATION_REQUIRED, None, Some(&data), None, "c", &Q);
         assert_eq!(message, "URL elicitation required");
         assert_eq!(out["elicitations"][0]["url"], "https://a.example/\\xc3\\xa9");
         assert_eq!(out["elicitations"][0]["elicitationId"], "\\xc3\\xa9");
-        let (_, empty) = answer(code::URL_ELICITATION_REQUIRED, None, Some(&json!("raw")), None, "c");
+        let (_, empty) = answer(code::URL_ELICITATION_REQUIRED, None, Some(&json!("raw")), None, "c", &Q);
         assert_eq!(empty, json!({"elicitations": [], "correlationId": "c"}));
     }
 
     #[test]
     fn the_modern_not_found_and_missing_capability_keep_what_the_client_needs() {
         let data = json!({"uri": "test://gone", "trace": "/home/deploy/x"});
-        let (_, out) = answer(code::INVALID_PARAMS, Some("Resource not found"), Some(&data), Some("test://gone"), "c");
+        let (_, out) =
+            answer(code::INVALID_PARAMS, Some("Resource not found"), Some(&data), Some("test://gone"), "c", &Q);
         assert_eq!(out["uri"], "test://gone");
         assert!(out.get("upstream").is_none(), "{out}");
         let data = json!({"requiredCapabilities": {"sampling": {}}});
-        let (_, out) = answer(code::MISSING_CLIENT_CAPABILITY, Some("needs sampling"), Some(&data), None, "c");
+        let (_, out) = answer(code::MISSING_CLIENT_CAPABILITY, Some("needs sampling"), Some(&data), None, "c", &Q);
         assert_eq!(out["requiredCapabilities"], json!({"sampling": {}}));
     }
 
@@ -178,23 +183,23 @@ mod tests {
     fn not_found_names_the_clients_uri_but_scrubs_any_other() {
         let data = json!({"uri": "nope://missing/thing"});
         let (message, out) =
-            answer(code::RESOURCE_NOT_FOUND, Some("no such thing"), Some(&data), Some("nope://missing/thing"), "c");
+            answer(code::RESOURCE_NOT_FOUND, Some("no such thing"), Some(&data), Some("nope://missing/thing"), "c", &Q);
         assert_eq!(message, "Resource not found: nope://missing/thing");
         assert_eq!(out["uri"], "nope://missing/thing");
         let data = json!({"uri": "file:///home/deploy/secret"});
-        let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), Some(&data), Some("demo://x"), "c");
+        let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), Some(&data), Some("demo://x"), "c", &Q);
         assert_eq!(message, "gone");
         assert_eq!(out["uri"], "[url]");
-        let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), None, Some("demo://x"), "c");
+        let (message, out) = answer(code::RESOURCE_NOT_FOUND, Some("gone"), None, Some("demo://x"), "c", &Q);
         assert_eq!((message.as_str(), &out["uri"]), ("Resource not found: demo://x", &json!("demo://x")));
-        let (message, out) = answer(code::RESOURCE_NOT_FOUND, None, None, None, "c");
+        let (message, out) = answer(code::RESOURCE_NOT_FOUND, None, None, None, "c", &Q);
         assert_eq!((message.as_str(), out), ("Resource not found", json!({"correlationId": "c"})));
     }
 
     #[test]
     fn other_data_is_sanitised_under_upstream() {
         let data = json!({"path": "/home/deploy/x", "key": SECRET});
-        let (message, out) = answer(code::INVALID_PARAMS, Some(""), Some(&data), None, "c");
+        let (message, out) = answer(code::INVALID_PARAMS, Some(""), Some(&data), None, "c", &Q);
         assert_eq!(message, "Invalid params");
         assert!(!out.to_string().contains(SECRET) && !out.to_string().contains("/home/deploy"), "{out}");
         assert_eq!(out["correlationId"], "c");

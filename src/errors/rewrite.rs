@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use super::{correlation_id, human, passthrough, tool_error};
 use crate::call::{Answer, GatewayError, Origin, Reply};
 use crate::catalog::ToolInfo;
-use crate::config::{ErrorsConfig, Report};
+use crate::config::{ErrorsConfig, Report, SanitizeLevel};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
 use crate::sanitize::{self, TEXT_CAP};
@@ -41,6 +41,55 @@ const CLIENT_FAULTS: &[i64] = &[
     code::URL_ELICITATION_REQUIRED,
     code::MISSING_CLIENT_CAPABILITY,
 ];
+
+/// What the client's request said that an answer about it may quote back, and how the
+/// upstream's text is sanitised ([`SanitizeLevel`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Asked<'a> {
+    /// The upstream's sanitising level.
+    pub(crate) level: SanitizeLevel,
+    /// The arguments of a `tools/call`.
+    pub(crate) arguments: Option<&'a Value>,
+    /// The URI a `resources/*` request named.
+    pub(crate) uri: Option<&'a str>,
+}
+
+/// Most of the client's values looked for in one answer.
+const MAX_CLIENT_VALUES: usize = 64;
+
+impl Asked<'_> {
+    /// The strings the client sent (argument values at any depth, the URI), at most
+    /// [`MAX_CLIENT_VALUES`] of them, each short enough to be kept.
+    fn client_values(&self) -> Vec<String> {
+        fn walk(value: &Value, out: &mut Vec<String>) {
+            if out.len() >= MAX_CLIENT_VALUES {
+                return;
+            }
+            match value {
+                Value::String(s) if !s.is_empty() && s.len() <= sanitize::CLIENT_VALUE_CAP => out.push(s.clone()),
+                Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        if self.level == SanitizeLevel::Strict {
+            return out;
+        }
+        if let Some(uri) = self.uri.filter(|u| !u.is_empty() && u.len() <= sanitize::CLIENT_VALUE_CAP) {
+            out.push(uri.to_owned());
+        }
+        if let Some(arguments) = self.arguments {
+            walk(arguments, &mut out);
+        }
+        out
+    }
+
+    /// The sanitiser's allowances, keeping `values` (the client's).
+    fn quoting<'v>(&self, values: &'v [String]) -> sanitize::Quoting<'v> {
+        sanitize::Quoting { client_values: values, credentials_only: self.level == SanitizeLevel::Trusted }
+    }
+}
 
 /// Turns failures and upstream errors into answers.
 pub struct Rewriter {
@@ -255,21 +304,22 @@ impl Rewriter {
 
     /// An upstream's answer → what the client sees. Results pass untouched, except
     /// `tools/call` results that are `isError` (scrubbed) or whose `structuredContent`
-    /// breaks the tool's `outputSchema` (replaced). `asked_uri` is the URI a `resources/*`
-    /// request named, which a -32002 answer may quote back.
-    pub fn upstream_reply(
+    /// breaks the tool's `outputSchema` (replaced). `asked` is what the request said
+    /// (its arguments, the URI a `resources/*` request named), which the answer may quote
+    /// back, and how much of the upstream's text is scrubbed.
+    pub(crate) fn upstream_reply(
         &self,
         upstream: &str,
         method: &str,
         tool: Option<&str>,
-        asked_uri: Option<&str>,
+        asked: &Asked<'_>,
         info: Option<&ToolInfo>,
         answer: Answer,
     ) -> Reply {
         match answer {
-            Answer::Error { raw, .. } => self.upstream_error(upstream, method, tool, asked_uri, &raw),
+            Answer::Error { raw, .. } => self.upstream_error(upstream, method, tool, asked, &raw),
             Answer::Result { raw, is_error } if method == method::TOOLS_CALL => {
-                self.tool_result(upstream, tool, info, raw, is_error)
+                self.tool_result(upstream, tool, info, raw, is_error, asked)
             }
             Answer::Result { raw, .. } => Ok(raw),
         }
@@ -280,7 +330,7 @@ impl Rewriter {
         upstream: &str,
         method: &str,
         tool: Option<&str>,
-        asked_uri: Option<&str>,
+        asked: &Asked<'_>,
         error: &RawValue,
     ) -> Reply {
         let cid = correlation_id();
@@ -290,8 +340,10 @@ impl Rewriter {
             && CLIENT_FAULTS.contains(&code)
         {
             tracing::debug!(correlation_id = %cid, upstream, code, raw = %truncated(error.get()), "upstream refused a request");
+            let values = asked.client_values();
+            let quoting = asked.quoting(&values);
             let (message, data) =
-                passthrough::answer(code, view.message.as_deref(), view.data.as_ref(), asked_uri, &cid);
+                passthrough::answer(code, view.message.as_deref(), view.data.as_ref(), asked.uri, &cid, &quoting);
             metrics::error_rewritten(Origin::Client.as_str());
             return Err(jsonrpc::error_object(code, &message, Some(data)));
         }
@@ -324,12 +376,14 @@ impl Rewriter {
         info: Option<&ToolInfo>,
         result: Box<RawValue>,
         is_error: bool,
+        asked: &Asked<'_>,
     ) -> Reply {
         if is_error {
             if !self.config.scrub_tool_errors {
                 return Ok(result);
             }
-            return Ok(scrub_tool_error(&result).unwrap_or(result));
+            let values = asked.client_values();
+            return Ok(scrubbed_tool_error(upstream, tool, result, &asked.quoting(&values)));
         }
         if !self.config.validate_output {
             return Ok(result);
@@ -366,33 +420,78 @@ impl Rewriter {
     }
 }
 
-/// Scrubs the content of an `isError` result; `None` if it is not an object.
-fn scrub_tool_error(result: &RawValue) -> Option<Box<RawValue>> {
-    let Value::Object(mut map) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
+/// An `isError` result as the client gets it: scrubbed, and when that changed anything,
+/// marked with a correlation id (in a text the model reads, and in `_meta`) that is in
+/// seawall's log beside the original.
+fn scrubbed_tool_error(
+    upstream: &str,
+    tool: Option<&str>,
+    result: Box<RawValue>,
+    quoting: &sanitize::Quoting<'_>,
+) -> Box<RawValue> {
+    let Some(mut scrubbed) = scrub_tool_error(&result, quoting) else { return result };
+    let cid = correlation_id();
+    tracing::warn!(
+        correlation_id = %cid,
+        upstream,
+        tool = %sanitize::ident(tool.unwrap_or("?")),
+        original = %sanitize::quote(result.get(), ORIGINAL_LOG_CAP),
+        "scrubbed a tool's error result; the original is logged here"
+    );
+    mark_rewritten(&mut scrubbed, &cid);
+    jsonrpc::to_raw(&scrubbed)
+}
+
+/// Longest original of a scrubbed result in the log (bytes, escapes counted).
+const ORIGINAL_LOG_CAP: usize = 8 * 1024;
+
+/// Scrubs the content of an `isError` result; `None` if it is not an object or nothing
+/// in it changed.
+fn scrub_tool_error(result: &RawValue, quoting: &sanitize::Quoting<'_>) -> Option<Map<String, Value>> {
+    let Value::Object(original) = serde_json::from_str::<Value>(result.get()).ok()? else { return None };
+    let mut map = original.clone();
     if let Some(Value::Array(items)) = map.get_mut("content") {
-        items.iter_mut().for_each(scrub_content);
+        items.iter_mut().for_each(|item| scrub_content(item, quoting));
     }
     if let Some(structured) = map.get_mut("structuredContent") {
-        *structured = sanitize::sanitize_json(structured, TEXT_CAP);
+        *structured = sanitize::sanitize_json_quoting(structured, TEXT_CAP, quoting);
     }
-    Some(jsonrpc::to_raw(&map))
+    (map != original).then_some(map)
+}
+
+/// Adds the correlation id of a changed result: a last text item saying so, and the
+/// `_meta` key the access log reads.
+fn mark_rewritten(result: &mut Map<String, Value>, cid: &str) {
+    let note =
+        json!({"type": "text", "text": format!("(details were removed from this result; correlation id {cid})")});
+    match result.get_mut("content") {
+        Some(Value::Array(items)) => items.push(note),
+        Some(_) => {}
+        None => {
+            result.insert("content".into(), json!([note]));
+        }
+    }
+    let meta = result.entry("_meta").or_insert_with(|| json!({}));
+    if let Value::Object(meta) = meta {
+        meta.insert(crate::mcp::meta::CORRELATION_ID_KEY.into(), json!(cid));
+    }
 }
 
 /// Scrubs one content item of an `isError` result: its text, and an embedded
 /// resource's, to [`TOOL_ERROR_CAP`]; every other string (a link's name or
 /// description, a URI, `_meta`) to [`TEXT_CAP`]. The type, MIME type and binary data
 /// (`data`, `blob`) stay as they are.
-fn scrub_content(item: &mut Value) {
+fn scrub_content(item: &mut Value, quoting: &sanitize::Quoting<'_>) {
     let Value::Object(fields) = item else {
-        *item = sanitize::sanitize_json(item, TEXT_CAP);
+        *item = sanitize::sanitize_json_quoting(item, TEXT_CAP, quoting);
         return;
     };
     for (key, value) in fields.iter_mut() {
         match (key.as_str(), value) {
             ("type" | "mimeType" | "data" | "blob", _) => {}
-            ("text", Value::String(text)) => *text = sanitize::sanitize(text, TOOL_ERROR_CAP),
-            ("resource", resource @ Value::Object(_)) => scrub_content(resource),
-            (_, other) => *other = sanitize::sanitize_json(other, TEXT_CAP),
+            ("text", Value::String(text)) => *text = sanitize::sanitize_quoting(text, TOOL_ERROR_CAP, quoting),
+            ("resource", resource @ Value::Object(_)) => scrub_content(resource, quoting),
+            (_, other) => *other = sanitize::sanitize_json_quoting(other, TEXT_CAP, quoting),
         }
     }
 }

@@ -6,6 +6,10 @@ use serde_json::{Map, Value};
 
 use crate::jsonrpc::{self, Id};
 
+/// Result `_meta` key of the correlation id seawall gives a result it changed (a tool's
+/// `isError` result it scrubbed): the same id is in seawall's log beside the original.
+pub(crate) const CORRELATION_ID_KEY: &str = "seawall/correlationId";
+
 /// The part of any request's params the gateway looks at.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct CommonParams {

@@ -120,6 +120,18 @@ impl Rejection {
             data: Some(json!({"supported": MODERN_VERSIONS, "requested": requested})),
         }
     }
+
+    /// The -32022 answer to a request that names its version only in the header, where
+    /// the client may speak either era: every version seawall serves, newest first.
+    fn unsupported_by_either_era(requested: &str) -> Rejection {
+        let supported: Vec<&str> =
+            MODERN_VERSIONS.iter().chain(crate::mcp::LEGACY_VERSIONS.iter().rev()).copied().collect();
+        Rejection {
+            code: UNSUPPORTED_VERSION,
+            message: "Unsupported protocol version".into(),
+            data: Some(json!({"supported": supported, "requested": requested})),
+        }
+    }
 }
 
 /// The routing headers of one request (each `None` when absent). A header given more
@@ -136,6 +148,9 @@ pub(crate) struct RoutingHeaders<'a> {
 
 /// Runs the ladder over a request's method and params, first failure wins:
 ///
+/// 0. a body naming no version, under an `MCP-Protocol-Version` header seawall does not
+///    speak in either era, is a client of another version, not a malformed modern
+///    request: -32022 with every version served;
 /// 1. `params._meta` is an object with the protocol version and client capabilities
 ///    (-32602 otherwise; client info is optional);
 /// 2. `MCP-Protocol-Version` equals the envelope's version, `Mcp-Method` the method and,
@@ -154,6 +169,13 @@ pub(crate) fn classify(
         _ => None,
     };
     let meta = params.as_ref().and_then(|p| p.get("_meta")).and_then(Value::as_object);
+    if let Some(requested) = headers.version
+        && !meta.is_some_and(|m| m.contains_key(PROTOCOL_VERSION_KEY))
+        && !is_modern(requested)
+        && !crate::mcp::is_supported(requested)
+    {
+        return Err(Rejection::unsupported_by_either_era(requested));
+    }
     let Some(meta) = meta else {
         return Err(Rejection::new(
             jsonrpc::code::INVALID_PARAMS,
@@ -449,6 +471,18 @@ mod tests {
         let err = classify("tools/list", Some(&old), headers("2099-01-01", "tools/list", None)).err();
         assert_eq!(err.as_ref().map(|e| e.code), Some(UNSUPPORTED_VERSION));
         assert_eq!(err.and_then(|e| e.data), Some(json!({"supported": ["2026-07-28"], "requested": "2099-01-01"})));
+    }
+
+    #[test]
+    fn a_body_without_envelope_under_an_unknown_version_learns_every_version_served() {
+        let legacy_shaped = params(json!({"name": "echo", "arguments": {}}));
+        let err = classify("tools/call", Some(&legacy_shaped), headers("1999-01-01", "tools/call", Some("echo"))).err();
+        assert_eq!(err.as_ref().map(|e| e.code), Some(UNSUPPORTED_VERSION));
+        let supported = json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]);
+        assert_eq!(err.and_then(|e| e.data), Some(json!({"supported": supported, "requested": "1999-01-01"})));
+        // A modern version without its envelope is still a malformed modern request.
+        let err = classify("tools/call", Some(&legacy_shaped), headers("2026-07-28", "tools/call", Some("echo"))).err();
+        assert_eq!(err.map(|e| e.code), Some(jsonrpc::code::INVALID_PARAMS));
     }
 
     #[test]

@@ -122,14 +122,12 @@ impl Router {
             }
             other => other,
         };
-        Ok(self.rewriter.upstream_reply(
-            &handle.name,
-            method,
-            client_tool.as_deref(),
-            asked_uri.as_deref(),
-            info.as_deref(),
-            answer,
-        ))
+        let asked = crate::errors::Asked {
+            level: handle.policy.sanitize,
+            arguments: arguments.as_deref(),
+            uri: asked_uri.as_deref(),
+        };
+        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), &asked, info.as_deref(), answer))
     }
 
     /// Sends one request through the upstream's stack.

@@ -237,12 +237,7 @@ impl Router {
                     if let Some(Value::String(uri)) = obj.get("uri") {
                         let owner = catalog.learn_resource(uri, &handle.name);
                         if owner != handle.name {
-                            tracing::warn!(
-                                upstream = %handle.name,
-                                served_by = %owner,
-                                uri = %crate::sanitize::ident(uri),
-                                "two upstreams list the same resource URI; it is listed and read from the first"
-                            );
+                            self.duplicates.warn(uri, &owner, &handle.name);
                             continue;
                         }
                     }

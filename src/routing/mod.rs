@@ -9,6 +9,7 @@
 //! one upstream through `forward.rs`, over the session's link to it (`links.rs`).
 
 pub mod cursor;
+mod duplicates;
 mod forward;
 mod links;
 mod lists;
@@ -38,6 +39,8 @@ pub struct Router {
     rewriter: Arc<Rewriter>,
     /// The last merged `tools/list` and `prompts/list` results.
     merged: lists::MergedLists,
+    /// Resource URIs two upstreams list, warned about once.
+    duplicates: duplicates::DuplicateUris,
 }
 
 /// The router as the innermost service of the client stack.
@@ -80,7 +83,7 @@ impl Router {
         breakers: Arc<Breakers>,
         rewriter: Arc<Rewriter>,
     ) -> Router {
-        Router { upstreams, separator, breakers, rewriter, merged: Default::default() }
+        Router { upstreams, separator, breakers, rewriter, merged: Default::default(), duplicates: Default::default() }
     }
 
     /// The error rewriter.

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::markers::ELLIPSIS;
-use super::sanitize;
+use super::{Quoting, sanitize_quoting};
 
 /// Containers deeper than this become [`JSON_TRUNCATED`].
 const JSON_MAX_DEPTH: usize = 8;
@@ -20,7 +20,7 @@ const JSON_TRUNCATED: &str = "[truncated]";
 
 /// `value` sanitised at nesting `depth`, each string to `cap` bytes, charging what is
 /// kept to `budget`.
-pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut usize) -> Value {
+pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut usize, q: &Quoting<'_>) -> Value {
     match value {
         Value::Null | Value::Bool(_) => {
             charge(budget, 5);
@@ -29,15 +29,15 @@ pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut u
         Value::Number(n) => {
             let len = n.to_string().len();
             if len > JSON_MAX_NUMBER {
-                Value::String(json_string("[number]", cap, budget))
+                Value::String(json_string("[number]", cap, budget, q))
             } else {
                 charge(budget, len);
                 value.clone()
             }
         }
-        Value::String(s) => Value::String(json_string(s, cap, budget)),
+        Value::String(s) => Value::String(json_string(s, cap, budget, q)),
         Value::Array(_) | Value::Object(_) if depth >= JSON_MAX_DEPTH => {
-            Value::String(json_string(JSON_TRUNCATED, cap, budget))
+            Value::String(json_string(JSON_TRUNCATED, cap, budget, q))
         }
         Value::Array(items) => {
             charge(budget, 2);
@@ -46,7 +46,7 @@ pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut u
                 if out.len() >= JSON_MAX_ENTRIES || *budget < JSON_RESERVE {
                     break;
                 }
-                out.push(json_value(item, cap, depth + 1, budget));
+                out.push(json_value(item, cap, depth + 1, budget, q));
             }
             let dropped = items.len() - out.len();
             if dropped > 0 {
@@ -63,12 +63,12 @@ pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut u
                     dropped = map.len() - taken;
                     break;
                 }
-                let key = json_string(key, cap, budget);
+                let key = json_string(key, cap, budget, q);
                 if out.contains_key(&key) {
                     dropped += 1;
                     continue;
                 }
-                let item = json_value(item, cap, depth + 1, budget);
+                let item = json_value(item, cap, depth + 1, budget, q);
                 out.insert(key, item);
             }
             if dropped > 0 {
@@ -79,8 +79,8 @@ pub(super) fn json_value(value: &Value, cap: usize, depth: usize, budget: &mut u
     }
 }
 
-fn json_string(s: &str, cap: usize, budget: &mut usize) -> String {
-    let out = sanitize(s, cap.min(budget.saturating_sub(3)));
+fn json_string(s: &str, cap: usize, budget: &mut usize, q: &Quoting<'_>) -> String {
+    let out = sanitize_quoting(s, cap.min(budget.saturating_sub(3)), q);
     charge(budget, out.len() + 3);
     out
 }

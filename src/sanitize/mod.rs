@@ -62,6 +62,7 @@ use ansi::strip_ansi;
 use bytes::{is_alnum, is_space_or_control};
 use markers::{ELLIPSIS, MARK_REDACTED, MARKERS};
 use redact::redact;
+
 use secrets::redact_pem_blocks;
 use traces::reduce_traces;
 
@@ -84,9 +85,42 @@ const MAX_PASSES: usize = 4;
 /// (including a trailing `...` when cut) and is a fixed point:
 /// `sanitize(&sanitize(x, c), c) == sanitize(x, c)`.
 pub fn sanitize(text: &str, cap: usize) -> String {
-    let mut current = pass(text, cap);
+    sanitize_quoting(text, cap, &Quoting::default())
+}
+
+/// What a sanitiser may leave of a peer's text besides what it always leaves.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Quoting<'a> {
+    /// Texts the client itself sent (the values of its request's arguments, the URI it
+    /// asked for): where one stands verbatim in the text, it is kept, escaped — it is no
+    /// secret from that client, and a model needs it to correct its call.
+    pub(crate) client_values: &'a [String],
+    /// Remove credentials only: URLs, paths, addresses, host names and stack traces stay
+    /// (for a server the operator trusts).
+    pub(crate) credentials_only: bool,
+}
+
+/// Longest client value kept verbatim (bytes); a longer one is scrubbed like the rest.
+pub(crate) const CLIENT_VALUE_CAP: usize = TEXT_CAP;
+
+/// [`sanitize`] with `quoting`'s allowances. The guarantees are the same: printable
+/// ASCII, at most `cap` bytes, a fixed point of itself.
+pub(crate) fn sanitize_quoting(text: &str, cap: usize, quoting: &Quoting<'_>) -> String {
+    // Later passes read escaped text: the client's values are looked for escaped too.
+    let kept: Vec<String> = quoting
+        .client_values
+        .iter()
+        .filter(|v| !v.is_empty() && v.len() <= CLIENT_VALUE_CAP)
+        .flat_map(|v| {
+            let escaped = escape_within(v, v.len().saturating_mul(4));
+            let twice = (escaped != *v).then_some(escaped);
+            std::iter::once(v.clone()).chain(twice)
+        })
+        .collect();
+    let pass = |text: &str| pass_keeping(text, cap, &kept, quoting.credentials_only);
+    let mut current = pass(text);
     for _ in 1..MAX_PASSES {
-        let next = pass(&current, cap);
+        let next = pass(&current);
         if next == current {
             return current;
         }
@@ -120,6 +154,19 @@ pub(crate) fn quote(text: &str, cap: usize) -> String {
     out
 }
 
+/// Removes credentials only — keys, tokens, passwords, `Authorization` values, the
+/// `user:password` of connection strings, PEM blocks — then escapes and caps as
+/// [`quote`] does: for peer text the operator reads in seawall's own log (a stdio
+/// server's stderr, a tool's text as it was before scrubbing), where paths, hosts and
+/// URLs help find the fault and credentials have no place. Redaction comes first, so a
+/// secret is never half cut and left recognisable.
+pub(crate) fn redact_credentials(text: &str, cap: usize) -> String {
+    let plain = strip_ansi(text);
+    let keyless = redact_pem_blocks(&plain);
+    let redacted = redact::redact_credentials(&keyless);
+    quote(&redacted, cap)
+}
+
 /// `text` without its complete terminal escape sequences (CSI and OSC), the first step
 /// of [`scrub`]: what the later steps see.
 pub fn without_escapes(text: &str) -> String {
@@ -138,9 +185,22 @@ pub fn scrub(text: &str) -> String {
 }
 
 /// One run of the pipeline.
+#[cfg(test)]
 fn pass(text: &str, cap: usize) -> String {
+    pass_keeping(text, cap, &[], false)
+}
+
+/// One run of the pipeline, keeping what lies inside `kept` (and with
+/// `credentials_only`, all but credentials).
+fn pass_keeping(text: &str, cap: usize, kept: &[String], credentials_only: bool) -> String {
     let bounded = bound(text, SCAN_LIMIT.max(cap.saturating_mul(2)));
-    let scrubbed = scrub(&bounded);
+    let plain = strip_ansi(&bounded);
+    let keyless = redact_pem_blocks(&plain);
+    let scrubbed = if credentials_only {
+        redact::redact_keeping(&keyless, kept, true)
+    } else {
+        redact::redact_keeping(&reduce_traces(&keyless), kept, false)
+    };
     escape_and_cap(scrubbed.trim_matches(|c: char| c.is_ascii_whitespace()), cap)
 }
 
@@ -150,8 +210,13 @@ fn pass(text: &str, cap: usize) -> String {
 /// at most 64 entries are kept per container and about 4 KiB in total; what is dropped is
 /// counted in a trailing `"[N more]"` entry (under the key `"..."` in objects).
 pub(crate) fn sanitize_json(value: &Value, cap: usize) -> Value {
+    sanitize_json_quoting(value, cap, &Quoting::default())
+}
+
+/// [`sanitize_json`] with `quoting`'s allowances for every string.
+pub(crate) fn sanitize_json_quoting(value: &Value, cap: usize, quoting: &Quoting<'_>) -> Value {
     let mut budget = json::JSON_BUDGET;
-    json::json_value(value, cap, 0, &mut budget)
+    json::json_value(value, cap, 0, &mut budget, quoting)
 }
 
 // --- bounding, escaping, capping ----------------------------------------------------------

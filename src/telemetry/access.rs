@@ -63,7 +63,7 @@ pub struct AccessLog {
 impl AccessLog {
     /// The log `config` asks for, with its writer thread started; `None` when it is off.
     pub fn start(config: &AccessLogConfig) -> anyhow::Result<Option<AccessLog>> {
-        if !config.enabled {
+        if !config.is_on() {
             return Ok(None);
         }
         let out: Box<dyn std::io::Write + Send> = match &config.path {
@@ -91,6 +91,13 @@ impl AccessLog {
     /// Writes the line of one answered request.
     pub(crate) fn record(&self, request: Recorded<'_>, reply: &Reply, outcome: &'static str, status: Option<u16>) {
         let (code, correlation_id) = error_of(reply);
+        let (correlation_id, rewritten) = match correlation_id {
+            Some(cid) => (Some(cid), None),
+            None => match rewritten_result(reply) {
+                Some(cid) => (Some(cid), Some("scrubbed")),
+                None => (None, None),
+            },
+        };
         let entry = Entry {
             time: SystemTime::now(),
             session: request.session,
@@ -102,6 +109,7 @@ impl AccessLog {
             code,
             status,
             correlation_id,
+            rewritten,
             trace_id: request.span.map(TraceContext::trace_id_hex),
             span_id: request.span.map(TraceContext::span_id_hex),
             client_trace_id: request.client_trace.map(TraceContext::trace_id_hex),
@@ -209,6 +217,10 @@ fn json_line(entry: &Entry<'_>) -> String {
         out.push_str(",\"status\":");
         push_digits(&mut out, u64::from(status), 1);
     }
+    if let Some(rewritten) = entry.rewritten {
+        out.push_str(",\"rewritten\":");
+        jsonrpc::push_json_str(&mut out, rewritten);
+    }
     for (key, value) in [
         (",\"correlationId\":", &entry.correlation_id),
         (",\"trace_id\":", &entry.trace_id),
@@ -258,6 +270,8 @@ struct Entry<'a> {
     code: Option<i64>,
     status: Option<u16>,
     correlation_id: Option<String>,
+    /// How seawall changed a result it relayed (`scrubbed`), when it did.
+    rewritten: Option<&'static str>,
     trace_id: Option<String>,
     span_id: Option<String>,
     client_trace_id: Option<String>,
@@ -281,6 +295,7 @@ impl Entry<'_> {
             ("tool", self.tool.map(str::to_owned)),
             ("code", self.code.map(|c| c.to_string())),
             ("status", self.status.map(|s| s.to_string())),
+            ("rewritten", self.rewritten.map(str::to_owned)),
             ("correlation_id", self.correlation_id.clone()),
             ("trace_id", self.trace_id.clone()),
             ("span_id", self.span_id.clone()),
@@ -301,6 +316,21 @@ fn error_of(reply: &Reply) -> (Option<i64>, Option<String>) {
     let error = jsonrpc::view::<jsonrpc::ErrorView>(Some(error));
     let code = error.as_ref().and_then(|e| e.code);
     (code, error.and_then(|e| e.data).and_then(|d| d.correlation_id))
+}
+
+/// The correlation id of a result seawall changed (it is in the result's `_meta`).
+fn rewritten_result(reply: &Reply) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct ResultView {
+        #[serde(rename = "_meta", default)]
+        meta: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+    let Ok(result) = reply else { return None };
+    if !jsonrpc::may_name(result.get(), crate::mcp::meta::CORRELATION_ID_KEY) {
+        return None;
+    }
+    let meta = jsonrpc::view::<ResultView>(Some(result))?.meta?;
+    meta.get(crate::mcp::meta::CORRELATION_ID_KEY)?.as_str().map(str::to_owned)
 }
 
 /// Applies [`Access`] when the log is on.
@@ -459,7 +489,8 @@ mod tests {
             outcome: "ok",
             code: None,
             status: None,
-            correlation_id: None,
+            correlation_id: Some("c1".into()),
+            rewritten: Some("scrubbed"),
             trace_id: None,
             span_id: None,
             client_trace_id: None,
@@ -471,6 +502,7 @@ mod tests {
         assert_eq!(parsed["principal"], "a \"quoted\" name");
         assert_eq!(parsed["id"], 7);
         assert_eq!(parsed["duration_ms"], 0.25);
+        assert_eq!((parsed["rewritten"].as_str(), parsed["correlationId"].as_str()), (Some("scrubbed"), Some("c1")));
     }
 
     #[test]

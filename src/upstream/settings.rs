@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::catalog::ToolCatalog;
-use crate::config::{BreakerConfig, ConcurrencyConfig, RetryConfig, Timeouts, ToolConfig};
+use crate::config::{BreakerConfig, ConcurrencyConfig, RetryConfig, SanitizeLevel, Timeouts, ToolConfig};
 use crate::mcp::method;
 
 /// Resolved settings of one upstream.
@@ -21,6 +21,8 @@ pub struct UpstreamSettings {
     pub concurrency: ConcurrencyConfig,
     /// Whether tool annotations are believed.
     pub trust_annotations: bool,
+    /// How its text is sanitised before a client sees it.
+    pub sanitize: SanitizeLevel,
     /// Per-tool settings.
     pub tools: BTreeMap<String, ToolConfig>,
     /// Tools as the upstream last listed them (kept by a reload that leaves the way to
@@ -81,6 +83,7 @@ mod tests {
             breaker: BreakerConfig::default(),
             concurrency: ConcurrencyConfig::default(),
             trust_annotations: trust,
+            sanitize: SanitizeLevel::default(),
             tools,
             catalog: Default::default(),
             prefixed: Default::default(),

@@ -86,6 +86,8 @@ fn tools() -> Value {
         {"name": "garbage", "inputSchema": obj},
         {"name": "bad_output", "inputSchema": obj,
          "outputSchema": {"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}},
+        {"name": "access", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"},
+            "mode": {"type": "string"}}}},
         {"name": "strict", "inputSchema": {"type": "object", "properties": {"count": {"type": "integer", "minimum": 1},
             "label": {"type": "string"}}, "required": ["count", "label"], "additionalProperties": false}},
     ])
@@ -147,6 +149,19 @@ async fn handle(State(counters): State<Arc<Counters>>, _headers: HeaderMap, body
                 }
                 "bad_output" => ok(json!({"content": [{"type": "text", "text": "sum"}],
                     "structuredContent": {"sum": "not a number sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"}})),
+                // Refuses the path the client asked for, naming it, its own directory and
+                // a credential of its own.
+                "access" => {
+                    let path = msg["params"]["arguments"]["path"].as_str().unwrap_or_default();
+                    let text = format!(
+                        "Access denied - path outside allowed directories: {path} not in /srv/data (db password=hunter2)"
+                    );
+                    if msg["params"]["arguments"]["mode"] == "error" {
+                        err(-32602, text, json!({"path": path, "allowed": ["/srv/data"]}))
+                    } else {
+                        ok(json!({"content": [{"type": "text", "text": text}], "isError": true}))
+                    }
+                }
                 "strict" => {
                     counters.strict.fetch_add(1, Ordering::SeqCst);
                     ok(json!({"content": [{"type": "text", "text": "strict ok"}]}))

@@ -36,6 +36,25 @@ fn auth_needs_a_key_and_valid_metadata_urls() {
 }
 
 #[test]
+fn the_metadata_resource_defaults_to_an_http_audience_and_is_otherwise_missing() {
+    let config = ok(&with_upstream(&[
+        "auth:",
+        "  jwt: { issuer: 'https://idp.example', audience: 'https://gw.example/mcp', jwks_url: 'https://idp.example/jwks' }",
+        "  resource_metadata: { authorization_servers: ['https://idp.example'] }",
+    ]));
+    let meta = config.auth.and_then(|a| a.resource_metadata).unwrap_or_default();
+    assert_eq!(meta.resource, "https://gw.example/mcp");
+    let found = issues(&with_upstream(&[
+        "auth:",
+        "  jwt: { issuer: 'https://idp.example', audience: 'urn:gw', jwks_url: 'https://idp.example/jwks' }",
+        "  resource_metadata:",
+        "    scopes_supported: [tools]",
+    ]));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_issue(&found[0], 3, "auth.resource_metadata.resource", "missing");
+}
+
+#[test]
 fn a_full_auth_section_is_accepted() {
     let sha = format!("    - {{ name: ops, sha256: {} }}", "aB".repeat(32));
     let config = ok(&with_upstream(&[

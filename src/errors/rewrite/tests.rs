@@ -15,7 +15,7 @@ fn reply(
     info: Option<&ToolInfo>,
     reply: Reply,
 ) -> Reply {
-    r.upstream_reply(upstream, method, tool, None, info, Answer::parse(reply, method == "tools/call"))
+    r.upstream_reply(upstream, method, tool, &Asked::default(), info, Answer::parse(reply, method == "tools/call"))
 }
 
 const SECRETS: &[&str] =

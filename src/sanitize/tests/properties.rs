@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use crate::sanitize::tokens::looks_like_key;
-use crate::sanitize::{quote, sanitize, scrub};
+use crate::sanitize::{Quoting, quote, sanitize, sanitize_quoting, scrub};
 
 /// Fragments that exercise every detector and their interplay with escapes and cuts.
 const SOUP: &[&str] = &[
@@ -167,6 +167,40 @@ proptest! {
         prop_assert!(out.len() <= cap);
         prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
         prop_assert_eq!(sanitize(&out, cap), out);
+    }
+
+    #[test]
+    fn keeping_the_clients_values_keeps_the_guarantees(
+        input in soup(),
+        from in 0usize..400,
+        len in 1usize..40,
+        cap in 0usize..300,
+        credentials_only in any::<bool>(),
+    ) {
+        // A value the client sent: a piece of the text (cut at char boundaries).
+        let start = input.floor_char_boundary(from.min(input.len()));
+        let end = input.floor_char_boundary((start + len).min(input.len()));
+        let values = vec![input[start..end].to_owned()];
+        let quoting = Quoting { client_values: &values, credentials_only };
+        let out = sanitize_quoting(&input, cap, &quoting);
+        prop_assert!(out.len() <= cap);
+        prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+        prop_assert_eq!(sanitize_quoting(&out, cap, &quoting), out);
+    }
+
+    #[test]
+    fn planted_secrets_the_client_did_not_send_never_survive(
+        before in prose(),
+        (planted, secret) in secret_kind(),
+        after in prose(),
+    ) {
+        // The client sent the text around the secret, not the secret.
+        let values = vec![before.clone(), after.clone()];
+        prop_assume!(!values.iter().any(|v| v.contains(&secret)));
+        let quoting = Quoting { client_values: &values, credentials_only: false };
+        let input = format!("{before} {planted} {after}");
+        let out = sanitize_quoting(&input, 8192, &quoting);
+        prop_assert!(!out.contains(&secret), "{} in {}", secret, out);
     }
 
     #[test]

@@ -201,3 +201,68 @@ fn a_secret_key_used_as_a_value_does_not_shield_the_next_value() {
     let out = super::super::sanitize("password: password: A0a!a*^~#^#0", 256);
     assert!(!out.contains("A0a!a"), "{out}");
 }
+
+// --- credentials only (log lines) --------------------------------------------------------
+
+#[test]
+fn redacting_credentials_keeps_paths_hosts_and_urls() {
+    use crate::sanitize::redact_credentials;
+    let cases = [
+        (
+            "starting; DATABASE_URL=postgres://app_user:hunter2@db.internal:5432/orders",
+            "starting; DATABASE_URL=postgres://[redacted]@db.internal:5432/orders",
+        ),
+        (
+            "  File \"/srv/app/handlers/tools.py\", line 42, in call password=hunter2",
+            "  File \"/srv/app/handlers/tools.py\", line 42, in call password=[redacted]",
+        ),
+        ("Authorization: Bearer Zm9vYmFyYmF6LWJlYXJlci10b2tlbi00Mg", "Authorization: [redacted]"),
+        (
+            "GET https://api.example/v1?api_key=Q1w2E3r4T5y6 from 10.0.3.7",
+            "GET https://api.example/v1?api_key=[redacted] from 10.0.3.7",
+        ),
+        ("\u{1b}[31mred\u{1b}[0m tab\there é", "red tab\\x09here \\xc3\\xa9"),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(redact_credentials(input, 1024), expected, "{input}");
+    }
+    let long = format!("password=hunter2 {}", "x".repeat(2000));
+    let out = redact_credentials(&long, 100);
+    assert!(out.len() <= 100 && out.ends_with("...") && !out.contains("hunter2"), "{out}");
+}
+
+// --- what the client itself sent ---------------------------------------------------------
+
+#[test]
+fn what_the_client_sent_is_kept_and_what_the_upstream_added_is_not() {
+    use crate::sanitize::{Quoting, TEXT_CAP, sanitize_quoting};
+    let values = vec!["/home/alice/notes.txt".to_owned(), "/home/é/x".to_owned(), "hunter2".to_owned()];
+    let standard = Quoting { client_values: &values, credentials_only: false };
+    let cases = [
+        (
+            "Access denied - path outside allowed directories: /home/alice/notes.txt not in /srv/data",
+            "Access denied - path outside allowed directories: /home/alice/notes.txt not in [path]",
+        ),
+        ("password=Upstream-Pw9 for /home/alice/notes.txt", "password=[redacted] for /home/alice/notes.txt"),
+        // The client's own secret-looking value is its own.
+        ("login failed: password=hunter2", "login failed: password=hunter2"),
+        // What merely contains the client's value is still the upstream's.
+        ("read file:///home/alice/notes.txt failed", "read [url] failed"),
+        ("no such dir /home/é/x", "no such dir /home/\\xc3\\xa9/x"),
+    ];
+    for (input, expected) in cases {
+        let out = sanitize_quoting(input, TEXT_CAP, &standard);
+        assert_eq!(out, expected, "{input}");
+        assert_eq!(sanitize_quoting(&out, TEXT_CAP, &standard), out, "a fixed point: {out}");
+    }
+    let strict = Quoting::default();
+    assert_eq!(
+        sanitize_quoting(cases[0].0, TEXT_CAP, &strict),
+        "Access denied - path outside allowed directories: [path] not in [path]"
+    );
+    let trusted = Quoting { client_values: &values, credentials_only: true };
+    assert_eq!(
+        sanitize_quoting("cannot open /srv/data/x.db on db.internal: token=Upstream-T0ken-77", TEXT_CAP, &trusted),
+        "cannot open /srv/data/x.db on db.internal: token=[redacted]"
+    );
+}

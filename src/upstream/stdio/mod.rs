@@ -2,14 +2,17 @@
 //!
 //! The supervisor starts the process, performs the initialize handshake, restarts it with
 //! exponential backoff when it dies (failing in-flight calls at once), and stops it the
-//! polite way: close stdin, wait, SIGTERM, wait, SIGKILL. stderr is logged, never treated
-//! as an error; lines on stdout that are not JSON-RPC are logged and skipped.
+//! polite way: close stdin, wait, SIGTERM, wait, SIGKILL. stderr is logged (without
+//! credentials, at a bounded rate), never treated as an error; lines on stdout that are
+//! not JSON-RPC are logged and skipped.
 //!
 //! This file holds the link calls use; `process` runs the child (spawn, handshake,
-//! restarts, shutdown) and `pipes` reads and writes its stdio.
+//! restarts, shutdown), `pipes` reads and writes its stdin and stdout, and `stderr`
+//! logs its stderr, scrubbed and bounded.
 
 mod pipes;
 mod process;
+mod stderr;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -103,6 +106,8 @@ pub struct StdioLink {
     last_init: Mutex<Option<Arc<InitResult>>>,
     /// Times the process died and was restarted.
     restarts: AtomicU64,
+    /// How the last process that failed to start ended, until one is ready.
+    last_end: Mutex<Option<ProcessEnd>>,
     /// Why the last attempt to start a process failed, until one is ready: waiting for
     /// the next attempt would only wait (a command that does not exist, a handshake
     /// refused), so calls and sessions are answered at once meanwhile.
@@ -121,6 +126,40 @@ pub(crate) struct ProcessStatus {
     pub reason: Option<String>,
     /// Times it died and was restarted.
     pub restarts: u64,
+    /// While down after a failed start: the exit status of that process, when it
+    /// exited by itself.
+    pub exit_status: Option<String>,
+    /// While down after a failed start: the last lines it wrote on stderr, sanitised.
+    pub stderr: Vec<String>,
+}
+
+/// How a process that failed to start ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ProcessEnd {
+    /// Its exit status (`exit status: 3`, `signal: 9 (SIGKILL)`), when it exited by
+    /// itself; `None` when it had to be killed or never ran.
+    pub status: Option<String>,
+    /// The last lines it wrote on stderr, as written (bounded).
+    pub stderr: Vec<String>,
+}
+
+/// Longest stderr line in a start failure's warning (bytes, escapes counted).
+const END_LOG_LINE: usize = 256;
+
+impl ProcessEnd {
+    /// The stderr lines for seawall's own log: credentials removed, escaped, capped,
+    /// joined by ` | ` (empty when it said nothing).
+    pub(crate) fn for_log(&self) -> String {
+        let lines: Vec<String> =
+            self.stderr.iter().map(|l| crate::sanitize::redact_credentials(l, END_LOG_LINE)).collect();
+        lines.join(" | ")
+    }
+
+    /// The stderr lines for views outside the log (`/readyz`, the status page, the
+    /// admin API): sanitised as any upstream text that leaves the gateway.
+    pub(crate) fn shown(&self) -> Vec<String> {
+        self.stderr.iter().map(|l| crate::sanitize::text(l)).filter(|l| !l.is_empty()).collect()
+    }
 }
 
 impl StdioLink {
@@ -142,6 +181,7 @@ impl StdioLink {
             permit: Mutex::new(None),
             last_init: Mutex::new(None),
             restarts: AtomicU64::new(0),
+            last_end: Mutex::new(None),
             start_failed: Mutex::new(None),
             in_flight_at_death: Mutex::new(HashSet::new()),
         });
@@ -199,7 +239,9 @@ impl StdioLink {
             }
             ProcState::Closed => ("stopped", None),
         };
-        ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed) }
+        let end = if state == "down" { self.last_end.lock().clone() } else { None };
+        let (exit_status, stderr) = end.map(|end| (end.status.clone(), end.shown())).unwrap_or_default();
+        ProcessStatus { state, reason, restarts: self.restarts.load(Ordering::Relaxed), exit_status, stderr }
     }
 
     /// Records the outcome of an attempt to start a process: `Some(why)` it failed.

@@ -1,5 +1,5 @@
 //! The child's pipes: stdout read as bounded lines and routed, stdin written one line per
-//! message, stderr logged.
+//! message (stderr is `stderr`'s).
 
 use std::sync::{Arc, Weak};
 
@@ -11,9 +11,6 @@ use crate::call::{EventSink, Reply, UpstreamEvent};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::method;
 use crate::ndjson::{Line, framed, read_line_bounded};
-
-/// Longest stderr line logged; the rest is cut.
-const MAX_STDERR_LINE: usize = 8 * 1024;
 
 /// Reads stdout until EOF, routing each message.
 pub(super) async fn read_stdout(link: Weak<StdioLink>, proc: Weak<Proc>, mut stdout: impl AsyncBufRead + Unpin) {
@@ -92,22 +89,6 @@ pub(super) async fn write_lines(mut stdin: tokio::process::ChildStdin, mut rx: m
         let line = framed(&message);
         if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
             return;
-        }
-    }
-}
-
-pub(super) async fn log_stderr(name: Arc<str>, mut stderr: impl AsyncBufRead + Unpin) {
-    let mut buf = Vec::new();
-    loop {
-        match read_line_bounded(&mut stderr, &mut buf, MAX_STDERR_LINE).await {
-            Line::Eof => return,
-            Line::TooLong => {
-                tracing::info!(target: "seawall::upstream::stderr", upstream = %name, "(over-long stderr line skipped)")
-            }
-            Line::Text => {
-                let text = String::from_utf8_lossy(&buf);
-                tracing::info!(target: "seawall::upstream::stderr", upstream = %name, "{}", text.trim_end());
-            }
         }
     }
 }

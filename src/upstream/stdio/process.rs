@@ -13,8 +13,9 @@ use tokio::sync::mpsc;
 
 use parking_lot::Mutex;
 
-use super::pipes::{log_stderr, read_stdout, write_lines};
-use super::{Pending, Proc, ProcState, StdioLink, StdioUpstream};
+use super::pipes::{read_stdout, write_lines};
+use super::stderr::{StderrTail, log_stderr};
+use super::{Pending, Proc, ProcState, ProcessEnd, StdioLink, StdioUpstream};
 use crate::call::{UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Message};
 use crate::mcp::init::InitResult;
@@ -27,6 +28,12 @@ use tracing::Instrument as _;
 /// comes after the base delay, not a longer one. Only a process that keeps dying before
 /// or right after its handshake backs off further.
 const HEALTHY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a process that failed its handshake is given to exit by itself (so that
+/// its exit status can be told) before it is killed.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+/// How long the last of its stderr is waited for once it is gone.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// Restarts the process whenever it dies, until the link is closed or dropped.
 pub(super) async fn supervise(weak: Weak<StdioLink>) {
@@ -63,14 +70,23 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     let spawned = {
         let span = if link.offers_client_features { tracing::Span::none() } else { spans::connect(&up.name, true) };
         let spawned = spawn(link).instrument(span.clone()).await;
-        spans::record_connected(&span, spawned.as_ref().map(|(_, proc)| Some(proc.init.protocol_version.as_str())));
+        let connected = spawned.as_ref().map(|(_, proc)| Some(proc.init.protocol_version.as_str()));
+        spans::record_connected(&span, connected.map_err(|failure| &failure.error));
         spawned
     };
     let (mut child, proc) = match spawned {
         Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(upstream = %up.name, error = %e, "stdio upstream failed to start");
+        Err(failure) => {
+            let (e, end) = failure.end().await;
+            tracing::warn!(
+                upstream = %up.name,
+                error = %e,
+                exit_status = end.status.as_deref(),
+                stderr = %end.for_log(),
+                "stdio upstream failed to start"
+            );
             link.restarting.store(false, Ordering::Relaxed);
+            *link.last_end.lock() = Some(end);
             link.started(Some(e.to_string()));
             link.set_state(ProcState::Down(e.to_string()));
             *quick_restarts = quick_restarts.saturating_add(1);
@@ -80,6 +96,7 @@ async fn run_once(link: &Arc<StdioLink>, quick_restarts: &mut u32) {
     let pid = child.id();
     tracing::info!(upstream = %up.name, pid, "stdio upstream ready");
     *link.last_init.lock() = Some(Arc::clone(&proc.init));
+    *link.last_end.lock() = None;
     link.restarting.store(false, Ordering::Relaxed);
     link.started(None);
     link.set_state(ProcState::Ready(Arc::clone(&proc)));
@@ -148,8 +165,47 @@ async fn shutdown(up: &StdioUpstream, mut child: Child, proc: Arc<Proc>) {
     let _ = child.kill().await;
 }
 
+/// A process that did not start: why, and what is left of it to say more.
+pub(super) struct StartFailure {
+    error: UpstreamError,
+    /// The child, when it was spawned.
+    child: Option<Child>,
+    /// Its stderr reader and the lines it kept.
+    stderr: Option<(tokio::task::JoinHandle<()>, Arc<StderrTail>)>,
+}
+
+impl StartFailure {
+    fn before_spawn(error: UpstreamError) -> StartFailure {
+        StartFailure { error, child: None, stderr: None }
+    }
+
+    /// The error, with the child's exit status (when it exited by itself soon enough;
+    /// otherwise it is killed) and its last stderr lines.
+    async fn end(self) -> (UpstreamError, ProcessEnd) {
+        let status = match self.child {
+            Some(mut child) => match tokio::time::timeout(EXIT_WAIT, child.wait()).await {
+                Ok(Ok(status)) => Some(status.to_string()),
+                _ => {
+                    let _ = child.kill().await;
+                    None
+                }
+            },
+            None => None,
+        };
+        let stderr = match self.stderr {
+            Some((reader, tail)) => {
+                // A grandchild may hold the pipe open: the lines so far do then.
+                let _ = tokio::time::timeout(STDERR_WAIT, reader).await;
+                tail.lines()
+            }
+            None => Vec::new(),
+        };
+        (self.error, ProcessEnd { status, stderr })
+    }
+}
+
 /// Spawns the process, wires its pipes and performs the initialize handshake.
-async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamError> {
+async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), StartFailure> {
     let up = &link.up;
     let mut cmd = Command::new(&up.program);
     cmd.args(&up.args)
@@ -163,15 +219,31 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     if let Some(cwd) = &up.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child =
-        cmd.spawn().map_err(|e| UpstreamError::NotRunning(format!("cannot start {}: {e}", up.program.display())))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        StartFailure::before_spawn(UpstreamError::NotRunning(format!("cannot start {}: {e}", up.program.display())))
+    })?;
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(UpstreamError::NotRunning("the process has no stdio pipes".into()));
+        let error = UpstreamError::NotRunning("the process has no stdio pipes".into());
+        return Err(StartFailure { error, child: Some(child), stderr: None });
     };
+    let tail = Arc::new(StderrTail::default());
+    let reader = tokio::spawn(log_stderr(Arc::clone(&up.name), BufReader::new(stderr), Arc::clone(&tail)));
+    match handshake(link, stdin, stdout).await {
+        Ok(proc) => Ok((child, proc)),
+        Err(error) => Err(StartFailure { error, child: Some(child), stderr: Some((reader, tail)) }),
+    }
+}
+
+/// Sends `initialize` on the child's stdin and reads its answer.
+async fn handshake(
+    link: &Arc<StdioLink>,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+) -> Result<Arc<Proc>, UpstreamError> {
+    let up = &link.up;
     let (stdin_tx, stdin_rx) = mpsc::channel::<String>(256);
     tokio::spawn(write_lines(stdin, stdin_rx));
-    tokio::spawn(log_stderr(Arc::clone(&up.name), BufReader::new(stderr)));
 
     // Handshake: the reader task is not running yet, so read the answer here.
     let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
@@ -185,7 +257,7 @@ async fn spawn(link: &Arc<StdioLink>) -> Result<(Child, Arc<Proc>), UpstreamErro
     let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
     proc.stdin.send(initialized).await.map_err(|_| UpstreamError::ProcessExited { implicated: false })?;
     tokio::spawn(read_stdout(Arc::downgrade(link), Arc::downgrade(&proc), stdout));
-    Ok((child, proc))
+    Ok(proc)
 }
 
 /// Variables of the gateway's environment every stdio process gets when they are set:
