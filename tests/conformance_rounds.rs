@@ -77,8 +77,8 @@ async fn rounds(
     load_tool: &str,
 ) {
     let dir = TestDir::new("conformance-rounds");
-    let direct = run_suite(interop, suite, &format!("{label} direct"), &upstream.url, requirements, &dir.join("direct"))
-        .await;
+    let direct =
+        run_suite(interop, suite, &format!("{label} direct"), &upstream.url, requirements, &dir.join("direct")).await;
     let failing: Vec<String> = direct
         .iter()
         .filter(|c| !c.passed() && c.status != "INFO" && !c.scenario.starts_with("tasks-"))
@@ -88,7 +88,11 @@ async fn rounds(
         failing.is_empty(),
         "the upstream fails {label} checks directly: {failing:?}; fix it before judging seawall"
     );
-    assert!(direct.iter().filter(|c| c.passed()).count() >= 20, "{label}: too few checks ran directly: {}", tally(&direct));
+    assert!(
+        direct.iter().filter(|c| c.passed()).count() >= 20,
+        "{label}: too few checks ran directly: {}",
+        tally(&direct)
+    );
 
     let rounds: usize = std::env::var("SEAWALL_CONFORMANCE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let mut failures = Vec::new();
@@ -97,9 +101,15 @@ async fn rounds(
         let seawall = Seawall::start_with(&config, &[], &[("RUST_LOG", "debug")]).await;
         let url = seawall.upstream_url("conf");
         let load = Load::start(&url, load_tool, 4).await;
-        let through =
-            run_suite(interop, suite, &format!("{label} round {round}"), &url, requirements, &dir.join(&format!("r{round}")))
-                .await;
+        let through = run_suite(
+            interop,
+            suite,
+            &format!("{label} round {round}"),
+            &url,
+            requirements,
+            &dir.join(&format!("r{round}")),
+        )
+        .await;
         let loaded = load.finish().await;
         let cmp = compare(&direct, &through);
         println!(
@@ -124,7 +134,11 @@ async fn rounds(
         }
         assert!(loaded.calls > 0, "round {round}: the background load made no call");
     }
-    assert!(failures.is_empty(), "{label}: checks that pass directly were lost through seawall:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{label}: checks that pass directly were lost through seawall:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// A steady background load: `clients` sessions, each calling `tools/list` and `tool`

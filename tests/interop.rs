@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Comparison, ConformanceCheck, ConformanceUpstream, DemoUpstream, Everything, Interop, Seawall, TestDir, Upstream, compare, config_yaml,
-    lines, run_conformance, run_script, tally,
+    Comparison, ConformanceCheck, ConformanceUpstream, DemoUpstream, Everything, Interop, Seawall, TestDir, Upstream,
+    compare, config_yaml, lines, run_conformance, run_script, tally,
 };
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
@@ -207,7 +207,8 @@ async fn python_sdk_client_relays_in_both_modes_through_both_endpoints() {
     let seawall = Seawall::start(&config_yaml(&[Upstream::http("conf", &upstream.url)], "")).await;
     let script = interop.path("python/relay_test.py");
     let single = seawall.upstream_url("conf");
-    let targets = [("directly", upstream.url.as_str(), ""), ("/mcp/conf", &single, ""), ("/mcp", &seawall.url, "conf__")];
+    let targets =
+        [("directly", upstream.url.as_str(), ""), ("/mcp/conf", &single, ""), ("/mcp", &seawall.url, "conf__")];
     for (label, url, prefix) in targets {
         for mode in ["auto", "legacy"] {
             let cmd = interop.python_command([
