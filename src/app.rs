@@ -11,7 +11,7 @@
 //!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) span ◄ access ◄ rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
-//!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ retry ◄ breaker ◄ attempt
+//!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ blame ◄ retry ◄ breaker ◄ attempt
 //!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
 
