@@ -10,10 +10,16 @@
 //!       (or downstream::sse_legacy        HTTP+SSE clients of 2024-11-05: the same checks)
 //!       (or downstream::stdio             `seawall stdio`: one client, one message per line)
 //!        ─► gateway                       session lookup, progress tokens, related messages
-//!        ─► client stack ([`client_stack`]) span ◄ access ◄ rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ routes
+//!        ─► client stack ([`client_stack`]) span ◄ access ◄ rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ cache ◄ routes
+//!        ─► routing                       which upstream: a name, a URI, or every upstream of a list (merged after)
+//!        ─► routing::forward              per upstream: catalog ◄ metric ◄ arguments ◄ param headers ◄ upstream stack ◄ learn
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ blame ◄ retry ◄ breaker ◄ attempt
 //!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
+//!
+//! The answer comes back the same way. It stays as the upstream sent it up to the client
+//! stack's rewrite layer, where it (or any failure on the way) becomes what the client
+//! sees, once ([`crate::errors`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,7 +32,7 @@ use tower::{Layer as _, ServiceBuilder};
 
 use crate::call::{SendAttempt, UpstreamService};
 use crate::catalog::ToolCatalog;
-use crate::client::{CacheLayer, CancelLayer, ClientService};
+use crate::client::{AccessLayer, CacheLayer, CancelLayer, ClientService, RequestSpanLayer};
 use crate::config::{Config, StdioShare, UpstreamConfig, UpstreamKind};
 use crate::downstream::budget::{self, ADMIN_CONNECTIONS};
 use crate::downstream::cors::CorsLayer;
@@ -55,8 +61,7 @@ use crate::routing::{Router, Routes};
 use crate::session::SessionTable;
 use crate::session::sealed::SessionKeys;
 use crate::signals::{Drain, Hangups, ShutdownSignals};
-use crate::telemetry::access::{AccessLayer, AccessLog};
-use crate::telemetry::trace::layer::RequestSpanLayer;
+use crate::telemetry::access::AccessLog;
 use crate::upstream::http::HttpUpstream;
 use crate::upstream::pool::HttpPool;
 use crate::upstream::registry::{Connector, UpstreamHandle, Upstreams};
@@ -121,10 +126,11 @@ pub(crate) fn routing(
     layers: ClientLayers,
 ) -> Routing {
     let rewriter = Arc::new(Rewriter::new(config.errors));
+    let validate_arguments = config.errors.validate_arguments;
     let router =
-        Arc::new(Router::new(upstreams, config.name_separator.clone(), Arc::clone(breakers), Arc::clone(&rewriter)));
-    let client = client_stack(Arc::clone(&router), rewriter, parts.clone(), layers);
-    Routing { router, client: crate::workers::PerWorker::new(client) }
+        Arc::new(Router::new(upstreams, config.name_separator.clone(), Arc::clone(breakers), validate_arguments));
+    let client = client_stack(Arc::clone(&router), Arc::clone(&rewriter), parts.clone(), layers);
+    Routing { router, rewriter, client: crate::workers::PerWorker::new(client) }
 }
 
 /// The client half of the request path, outermost layer first: what every client request
@@ -143,8 +149,9 @@ fn client_stack(
         .option_layer(crate::telemetry::trace::on().then_some(RequestSpanLayer))
         // One access log line per request, with what became of it and how long it took.
         .layer(access)
-        // Every failure from any layer below becomes one sanitised answer, with the
-        // HTTP hint (503 + Retry-After) its transport needs.
+        // Every failure from any layer below, and every upstream's answer, becomes the
+        // sanitised answer the client sees, with the HTTP hint (503 + Retry-After) its
+        // transport needs.
         .layer(RewriteLayer::new(rewriter))
         // Admission: no second initialize, no id twice in flight, and the session's, the
         // principal's and the gateway's in-flight caps, all refusing with the same
@@ -161,8 +168,10 @@ fn client_stack(
         // Cacheable results with caching hints, kept for their ttlMs when `cache:` is on
         // (below authorisation: a cached list is filtered per principal like a fresh one).
         .layer(cache)
-        // Which upstream: names, URIs, fan-out and merge of lists; arguments checked
-        // against the tool's schema; then that upstream's own stack.
+        // Which upstream: names, URIs, fan-out and merge of lists; then, per upstream
+        // (routing::forward), the tool's catalog entry, the per-upstream metric, the
+        // arguments against the tool's input schema, the `Mcp-Param-*` headers, that
+        // upstream's own stack, and what a `tools/list` teaches the catalog.
         .service(Routes::new(router));
     ClientService::new(stack)
 }

@@ -22,6 +22,7 @@ pub(crate) mod h1;
 #[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
 pub use h1::offline as h1_offline;
 mod hashing;
+pub(crate) mod identity;
 pub mod jsonrpc;
 pub(crate) mod mcp;
 #[doc(hidden)] // public for the fuzz targets in fuzz/

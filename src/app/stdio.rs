@@ -10,7 +10,7 @@ use super::{Core, HttpFront, admin_limits};
 use crate::config::Config;
 use crate::downstream::listener;
 use crate::downstream::stdio::StdioClient;
-use crate::policy::Principal;
+use crate::identity::Principal;
 use crate::session::Scope;
 
 /// How `seawall stdio` serves its one client.

@@ -16,7 +16,7 @@ use super::answer::Health;
 pub enum UpstreamError {
     /// The connection could not be opened (refused, DNS, TLS); nothing was sent.
     #[error("could not connect to the upstream: {0}")]
-    Connect(String),
+    Connect(#[source] Cause),
     /// The process could not be started, or is between restarts; nothing was sent.
     #[error("the upstream process is not running: {0}")]
     NotRunning(String),
@@ -25,7 +25,7 @@ pub enum UpstreamError {
     Handshake(String),
     /// The connection broke after the request was (possibly) sent.
     #[error("the connection to the upstream broke: {0}")]
-    Io(String),
+    Io(#[source] Cause),
     /// The upstream process exited while the request was in flight.
     #[error("the upstream process exited while the request was in flight")]
     ProcessExited {
@@ -62,11 +62,6 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    /// Classifies a reqwest error: a connect failure never reached the upstream.
-    pub fn from_reqwest(e: &reqwest::Error) -> UpstreamError {
-        if e.is_connect() { UpstreamError::Connect(describe(e)) } else { UpstreamError::Io(describe(e)) }
-    }
-
     /// Whether the upstream may have received (and acted on) the request.
     pub fn may_have_reached(&self) -> bool {
         !matches!(
@@ -100,30 +95,77 @@ impl UpstreamError {
     }
 }
 
-/// A reqwest error with its source chain, without the URL (which may hold credentials).
-fn describe(e: &reqwest::Error) -> String {
-    let mut parts = Vec::new();
-    if e.is_timeout() {
-        parts.push("timed out".to_owned());
+/// What broke a connection: the error itself, kept as the [`source`](std::error::Error::source)
+/// so that its kind and chain stay readable, and the words a log line shows of it (its
+/// chain, without a URL, which may hold credentials).
+#[derive(Debug, Clone)]
+pub struct Cause {
+    text: Arc<str>,
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Cause {
+    /// The cause `error`, shown as its chain of sources.
+    pub fn of(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause::described(chain(&error), error)
     }
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+
+    /// The cause `error`, shown as `text` (for errors whose own words hold what a log must
+    /// not, such as a URL).
+    pub fn described(text: impl Into<Arc<str>>, error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause { text: text.into(), error: Some(Arc::new(error)) }
+    }
+
+    /// A cause seawall observed itself (a stream that closed, a connect that timed out),
+    /// with no error behind it.
+    pub fn seen(text: impl Into<Arc<str>>) -> Cause {
+        Cause { text: text.into(), error: None }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(text: &str) -> Cause {
+        Cause::seen(text)
+    }
+}
+
+impl From<String> for Cause {
+    fn from(text: String) -> Cause {
+        Cause::seen(text)
+    }
+}
+
+/// An error and its sources, one after the other.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
     while let Some(s) = source {
-        parts.push(s.to_string());
+        text.push_str(": ");
+        text.push_str(&s.to_string());
         source = s.source();
     }
-    if parts.is_empty() {
-        let kind = if e.is_body() {
-            "body error"
-        } else if e.is_decode() {
-            "decode error"
-        } else if e.is_request() {
-            "request error"
-        } else {
-            "transport error"
-        };
-        parts.push(kind.to_owned());
-    }
-    parts.join(": ")
+    text
+}
+
+/// One way a `tools/call`'s arguments break the tool's input schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentViolation {
+    /// Where: a JSON Pointer into the arguments (empty for the arguments as a whole).
+    pub pointer: String,
+    /// What is wrong, already sanitised.
+    pub message: String,
 }
 
 /// A failure, typed by where it came from.
@@ -138,6 +180,14 @@ pub enum GatewayError {
     /// The method is not known to the gateway or any upstream it could route to.
     #[error("method not found: {0}")]
     MethodNotFound(String),
+    /// A `tools/call`'s arguments break the tool's `inputSchema`; nothing was sent.
+    #[error("the arguments of tool '{tool}' do not match its input schema")]
+    InvalidArguments {
+        /// The tool as the client named it.
+        tool: String,
+        /// What is wrong (a few at most), each at its JSON Pointer.
+        violations: Arc<[ArgumentViolation]>,
+    },
     /// A tool name that no upstream serves.
     #[error("unknown tool: {0}")]
     UnknownTool(String),
@@ -308,6 +358,7 @@ impl GatewayError {
         };
         match self {
             GatewayError::InvalidParams(_)
+            | GatewayError::InvalidArguments { .. }
             | GatewayError::InvalidRequest(_)
             | GatewayError::MethodNotFound(_)
             | GatewayError::UnknownTool(_)

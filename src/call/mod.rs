@@ -10,7 +10,7 @@
 //! - [`Transport`]: what the upstream links implement; [`SendAttempt`] is the bottom of a stack.
 //!
 //! It depends only on [`crate::jsonrpc`], [`crate::mcp`] and the W3C trace context of
-//! [`crate::telemetry::trace::propagation`]; resilience layers and transports depend on
+//! [`crate::mcp::trace_context`]; resilience layers and transports depend on
 //! it, never on each other.
 
 mod answer;
@@ -23,7 +23,7 @@ mod transport;
 pub use answer::{Answer, Health, Reply};
 pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
-pub use failure::{Class, GatewayError, Origin, Retry, UpstreamError};
+pub use failure::{ArgumentViolation, Cause, Class, GatewayError, Origin, Retry, UpstreamError, chain};
 pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
 pub use transport::{CallFuture, Holding, SendAttempt, UpstreamService};
 

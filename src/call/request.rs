@@ -15,7 +15,7 @@ use super::events::EventSink;
 use super::failure::UpstreamError;
 use crate::jsonrpc::{Id, Notification};
 use crate::mcp::init::InitResult;
-use crate::telemetry::trace::propagation::TraceContext;
+use crate::mcp::trace_context::TraceContext;
 
 /// One request on its way to one upstream. Cloned for every attempt, so every field is
 /// cheap to clone.

@@ -21,8 +21,8 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::{ClientFuture, ClientRequest};
-use crate::call::{GatewayError, Reply};
+use super::{ClientFuture, ClientRequest, Routed};
+use crate::call::GatewayError;
 use crate::config::CacheConfig;
 use crate::jsonrpc;
 use crate::mcp::method;
@@ -163,10 +163,10 @@ impl Cache {
 
 impl<S> Service<ClientRequest> for Cached<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
     type Future = Either<S::Future, ClientFuture>;
 
@@ -182,13 +182,13 @@ where
         let private = format!("{public}\u{0}{}", private_context(&req));
         if let Some(hit) = cache.get(&private).or_else(|| cache.get(&public)) {
             crate::telemetry::metrics::cache("hit");
-            return Either::Right(Box::pin(std::future::ready(Ok(Ok(hit.as_ref().to_owned())))));
+            return Either::Right(Box::pin(std::future::ready(Ok(Routed::result(hit.as_ref().to_owned())))));
         }
         crate::telemetry::metrics::cache("miss");
         let fut = self.inner.call(req);
         Either::Right(Box::pin(async move {
             let reply = fut.await?;
-            if let Ok(result) = &reply
+            if let Some(result) = reply.as_result()
                 && let Some(hints) = hints(result)
             {
                 cache.put(if hints.public { public } else { private }, hints.ttl, result);
@@ -206,8 +206,8 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
+    use crate::identity::Principal;
     use crate::jsonrpc::Id;
-    use crate::policy::Principal;
     use crate::session::{Scope, Session};
 
     fn request(session: &Arc<Session>, principal: Option<&str>, method: &str, params: Value) -> ClientRequest {
@@ -226,11 +226,11 @@ mod tests {
     fn counting(
         calls: Arc<AtomicUsize>,
         answer: Value,
-    ) -> impl Service<ClientRequest, Response = Reply, Error = GatewayError, Future: Send + 'static> + Clone {
+    ) -> impl Service<ClientRequest, Response = Routed, Error = GatewayError, Future: Send + 'static> + Clone {
         service_fn(move |_req: ClientRequest| {
             calls.fetch_add(1, Ordering::SeqCst);
             let answer = jsonrpc::to_raw(&answer);
-            async move { Ok::<Reply, GatewayError>(Ok(answer)) }
+            async move { Ok::<Routed, GatewayError>(Routed::result(answer)) }
         })
     }
 
@@ -242,7 +242,7 @@ mod tests {
         let svc = layer().layer(counting(Arc::clone(&calls), public));
         for who in [Some("a"), Some("b"), None] {
             let req = request(&session, who, "tools/list", json!({"_meta": {"progressToken": 1}}));
-            assert!(svc.clone().oneshot(req).await.unwrap().is_ok());
+            assert!(svc.clone().oneshot(req).await.unwrap().as_result().is_some());
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1, "one upstream call for three clients");
         tokio::time::advance(Duration::from_millis(1001)).await;

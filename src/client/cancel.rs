@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
-use super::ClientRequest;
-use crate::call::{GatewayError, Reply};
+use super::{ClientRequest, Routed};
+use crate::call::GatewayError;
 use crate::session::signal::CancelSignal;
 use crate::signals::Drain;
 
@@ -43,10 +43,10 @@ pub struct Cancel<S> {
 
 impl<S> Service<ClientRequest> for Cancel<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
     type Future = Cancellable<S::Future>;
 
@@ -73,9 +73,9 @@ pin_project_lite::pin_project! {
 
 impl<F> Future for Cancellable<F>
 where
-    F: Future<Output = Result<Reply, GatewayError>>,
+    F: Future<Output = Result<Routed, GatewayError>>,
 {
-    type Output = Result<Reply, GatewayError>;
+    type Output = Result<Routed, GatewayError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();

@@ -2,11 +2,16 @@
 //! and the router handles. The stack itself is assembled in [`crate::app`].
 //!
 //! - [`ClientRequest`]: one request of a client session, parsed once.
+//! - [`Routed`]: the answer below the rewrite layer (seawall's own, or an upstream's
+//!   with what its rewrite needs).
 //! - [`Answered`]: the answer the transport encodes, with its HTTP hint.
+//! - [`RequestSpanLayer`], [`AccessLayer`]: each request's span and access log line.
 //! - [`CancelLayer`]: the client's own cancellation ends its request.
 
 mod cache;
 mod cancel;
+mod observe;
+mod routed;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -17,14 +22,17 @@ use serde_json::value::RawValue;
 
 pub use cache::CacheLayer;
 pub use cancel::CancelLayer;
+pub use observe::AccessLayer;
+pub(crate) use observe::RequestSpanLayer;
+pub use routed::{FromUpstream, Routed};
 
 use crate::call::{BoxFuture, EventTx, GatewayError, Reply};
+use crate::identity::Principal;
 use crate::jsonrpc::Id;
 use crate::mcp::method;
-use crate::policy::Principal;
+use crate::mcp::trace_context::RequestTrace;
 use crate::session::Session;
 use crate::session::signal::CancelSignal;
-use crate::telemetry::trace::propagation::RequestTrace;
 
 /// One client request on its way to the router.
 pub struct ClientRequest {
@@ -150,7 +158,7 @@ impl HttpHint {
 }
 
 /// The future of every layer below the rewrite layer.
-pub type ClientFuture = BoxFuture<'static, Result<Reply, GatewayError>>;
+pub type ClientFuture = BoxFuture<'static, Result<Routed, GatewayError>>;
 
 /// The whole client stack, type-erased: it always answers.
 pub type ClientService = tower::util::BoxCloneSyncService<ClientRequest, Answered, std::convert::Infallible>;

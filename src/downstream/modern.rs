@@ -125,7 +125,7 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     let id = req.id.clone();
     let out = accept.sse.then_some(out_tx);
     let peer = cx.info.peer.map(|p| p.ip());
-    let trace = crate::telemetry::trace::propagation::from_headers(&cx.headers);
+    let trace = crate::mcp::trace_context::from_headers(&cx.headers);
     let request =
         ModernRequest { scope, principal, envelope, req, param_headers: param_headers(&cx.headers), peer, trace };
     let run = async move { answer(gateway.handle_modern(request, out, abandoned).await) };

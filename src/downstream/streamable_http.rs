@@ -19,8 +19,8 @@ use super::run_to_end::RunToEnd;
 use crate::gateway::{InitError, NoSession};
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
+use crate::mcp::trace_context::{self, TraceContext};
 use crate::session::{Front, Scope, Session};
-use crate::telemetry::trace::propagation::{self, TraceContext};
 
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     let accept = accepts(&cx.headers);
@@ -71,7 +71,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
                     None,
                 );
             }
-            let trace = propagation::from_headers(&cx.headers);
+            let trace = trace_context::from_headers(&cx.headers);
             batch(st, &session, items.iter().map(|r| r.get().to_owned()).collect(), trace).await
         }
     }
@@ -79,7 +79,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
 
 async fn initialize(cx: &Cx<'_>, scope: Scope, req: &jsonrpc::Request) -> Response {
     let peer = cx.info.peer.map(|p| p.ip());
-    let trace = propagation::from_headers(&cx.headers);
+    let trace = trace_context::from_headers(&cx.headers);
     match cx.st.gateway.initialize(scope, req, peer, cx.principal.clone(), Front::StreamableHttp, trace).await {
         Ok((session, result)) => {
             let body = jsonrpc::encode_response(Some(&req.id), Ok(&result));
@@ -154,7 +154,7 @@ async fn answer(cx: &Cx<'_>, session: &Arc<Session>, req: jsonrpc::Request, sse_
     // A second request with an id in flight is refused by admission; only the first one
     // can be withheld.
     let tracked = session.cancels().track(&id);
-    let trace = propagation::from_headers(&cx.headers);
+    let trace = trace_context::from_headers(&cx.headers);
     let run = async move {
         let out = sse_ok.then_some(out_tx);
         let answer = gateway.handle_request(&task_session, req, out, trace).await;

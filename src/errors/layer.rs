@@ -1,6 +1,7 @@
-//! The client stack's layer of answers: every failure from any layer below becomes one
-//! sanitised answer here, with the HTTP hint its transport needs, and every request is
-//! counted with its outcome (`seawall_client_requests_total`).
+//! The client stack's layer of answers: every failure from any layer below, and every
+//! upstream's answer, becomes the sanitised answer the client sees here, once, with the
+//! HTTP hint its transport needs; every request is counted with its outcome
+//! (`seawall_client_requests_total`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,7 +14,7 @@ use tower::{Layer, Service};
 
 use super::Rewriter;
 use crate::call::{GatewayError, Reply};
-use crate::client::{Answered, ClientRequest, HttpHint};
+use crate::client::{Answered, ClientRequest, HttpHint, Routed};
 use crate::jsonrpc;
 use crate::mcp::method;
 use crate::telemetry::metrics;
@@ -47,7 +48,7 @@ pub struct Rewrite<S> {
 
 impl<S> Service<ClientRequest> for Rewrite<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError>,
     S::Future: Send + 'static,
 {
     type Response = Answered;
@@ -85,14 +86,17 @@ pin_project_lite::pin_project! {
 
 impl<F> Future for Rewritten<F>
 where
-    F: Future<Output = Result<Reply, GatewayError>>,
+    F: Future<Output = Result<Routed, GatewayError>>,
 {
     type Output = Result<Answered, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let answered = match ready!(this.inner.poll(cx)) {
-            Ok(reply) => Answered { outcome: reply_outcome(this.method, &reply), reply, http: None },
+            Ok(routed) => {
+                let reply = this.rewriter.routed(this.method, routed);
+                Answered { outcome: reply_outcome(this.method, &reply), reply, http: None }
+            }
             Err(e) => Answered {
                 http: HttpHint::of(&e),
                 reply: this.rewriter.failure(&e, this.tool.as_deref()),
@@ -162,7 +166,7 @@ mod tests {
     async fn answer(error: GatewayError, req: ClientRequest) -> Answered {
         let failing = service_fn(move |_req: ClientRequest| {
             let error = error.clone();
-            async move { Err::<Reply, _>(error) }
+            async move { Err::<Routed, _>(error) }
         });
         let layer = RewriteLayer::new(Arc::new(Rewriter::new(ErrorsConfig::default())));
         let Ok(answered) = layer.layer(failing).oneshot(req).await;

@@ -11,7 +11,7 @@ mod passthrough;
 pub(crate) mod rewrite;
 
 pub(crate) use layer::RewriteLayer;
-pub(crate) use rewrite::{Asked, Rewriter};
+pub(crate) use rewrite::Rewriter;
 
 use std::time::Duration;
 

@@ -19,14 +19,15 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{correlation_id, human, passthrough, tool_error};
-use crate::call::{Answer, GatewayError, Origin, Reply};
+use crate::call::{Answer, ArgumentViolation, GatewayError, Origin, Reply};
 use crate::catalog::ToolInfo;
+use crate::client::{FromUpstream, Routed};
 use crate::config::{ErrorsConfig, Report, SanitizeLevel};
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
 use crate::sanitize::{self, TEXT_CAP};
 use crate::telemetry::metrics;
-use crate::validation::{SchemaCache, Violation};
+use crate::validation::SchemaCache;
 
 /// Longest `isError` text relayed from an upstream, after scrubbing.
 const TOOL_ERROR_CAP: usize = 4096;
@@ -157,6 +158,7 @@ impl Rewriter {
                 &format!("Method not found: {}", sanitize::ident(m)),
                 data(),
             )),
+            GatewayError::InvalidArguments { tool, violations } => self.invalid_arguments(tool, violations, &cid),
             GatewayError::UnknownTool(t) => Err(jsonrpc::error_object(
                 code::INVALID_PARAMS,
                 &format!("Unknown tool: {}", sanitize::ident(t)),
@@ -269,27 +271,14 @@ impl Rewriter {
         }
     }
 
-    /// Checks `tools/call` arguments against the tool's `inputSchema`; `Err` holds the
-    /// answer to send instead of calling the upstream.
-    pub fn check_arguments(&self, tool: &str, info: Option<&ToolInfo>, arguments: Option<&Value>) -> Result<(), Reply> {
-        if !self.config.validate_arguments {
-            return Ok(());
-        }
-        let Some(schema) = info.and_then(|i| i.input_schema.as_deref()) else { return Ok(()) };
-        let empty = Value::Object(Map::new());
-        let arguments = arguments.unwrap_or(&empty);
-        let checked = match info.and_then(|i| i.input_key.as_ref()) {
-            Some(key) => self.schemas.validate_with_key(key, schema, arguments),
-            None => self.schemas.validate(schema, arguments),
-        };
-        let Err(violations) = checked else { return Ok(()) };
+    /// Arguments that break the tool's input schema → an `isError` result the model can
+    /// correct itself from, or -32602 with the violations (`errors.argument_errors`).
+    fn invalid_arguments(&self, tool: &str, violations: &[ArgumentViolation], cid: &str) -> Reply {
         let tool = sanitize::ident(tool);
-        let cid = correlation_id();
-        tracing::debug!(correlation_id = %cid, tool = %tool, violations = violations.len(), "arguments refused");
-        Err(match self.config.argument_errors {
+        match self.config.argument_errors {
             Report::Result => Ok(tool_error(&format!(
                 "invalid arguments for tool '{tool}': {}; correct them and call again (correlation id {cid})",
-                describe(&violations)
+                describe(violations.iter().map(|v| (v.pointer.as_str(), v.message.as_str())))
             ))),
             Report::Error => Err(jsonrpc::error_object(
                 code::INVALID_PARAMS,
@@ -299,7 +288,20 @@ impl Rewriter {
                     "correlationId": cid,
                 })),
             )),
-        })
+        }
+    }
+
+    /// What the router handed back → what the client sees: seawall's own answers as
+    /// they are, an upstream's rewritten ([`Rewriter::upstream_reply`]).
+    pub(crate) fn routed(&self, method: &str, routed: Routed) -> Reply {
+        match routed {
+            Routed::Made(reply) => reply,
+            Routed::Upstream(from) => {
+                let FromUpstream { answer, upstream, level, tool, info, arguments, uri } = *from;
+                let asked = Asked { level, arguments: arguments.as_deref(), uri: uri.as_deref() };
+                self.upstream_reply(&upstream, method, tool.as_deref(), &asked, info.as_deref(), answer)
+            }
+        }
     }
 
     /// An upstream's answer → what the client sees. Results pass untouched, except
@@ -400,7 +402,7 @@ impl Rewriter {
                 };
                 match checked {
                     Ok(()) => return Ok(result),
-                    Err(violations) => describe(&violations),
+                    Err(violations) => describe(violations.iter().map(|v| (v.pointer.as_str(), v.message.as_str()))),
                 }
             }
         };
@@ -497,12 +499,12 @@ fn scrub_content(item: &mut Value, quoting: &sanitize::Quoting<'_>) {
 }
 
 /// `"/a: must be a number; /b: ..."` for at most [`crate::validation::MAX_VIOLATIONS`].
-fn describe(violations: &[Violation]) -> String {
+fn describe<'a>(violations: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     violations
-        .iter()
-        .map(|v| {
-            let pointer = if v.pointer.is_empty() { "(root)".to_owned() } else { sanitize::ident(&v.pointer) };
-            format!("{pointer}: {}", v.message)
+        .into_iter()
+        .map(|(pointer, message)| {
+            let pointer = if pointer.is_empty() { "(root)".to_owned() } else { sanitize::ident(pointer) };
+            format!("{pointer}: {message}")
         })
         .collect::<Vec<_>>()
         .join("; ")

@@ -11,14 +11,14 @@ use tracing::Instrument as _;
 
 use super::Gateway;
 use crate::call::GatewayError;
+use crate::identity::Principal;
 use crate::jsonrpc::{self, Request};
 use crate::mcp::method;
+use crate::mcp::trace_context::{self, RequestTrace, TraceContext};
 use crate::mcp::{self, meta};
-use crate::policy::Principal;
 use crate::session::table::Holder;
 use crate::session::{Front, Scope, Session, Slot};
 use crate::telemetry::access::Recorded;
-use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::telemetry::trace::spans;
 
 /// Why an `initialize` could not open a session.
@@ -71,7 +71,7 @@ impl Gateway {
         let asker = principal.clone();
         let meta = meta::read(req.params.as_deref());
         let mut trace =
-            RequestTrace::new(propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
+            RequestTrace::new(trace_context::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
         let span = spans::initialize(&req.id, &trace);
         trace.set_span(spans::context_of(&span));
         let opened = self.open(scope, req, peer, principal, front).instrument(span.clone()).await;

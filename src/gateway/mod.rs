@@ -18,12 +18,12 @@ use crate::call::{EVENT_BUFFER, Link, events};
 use crate::client::{Answered, ClientRequest, ClientService};
 use crate::errors;
 use crate::jsonrpc::{self, Id, Notification, Request, Response};
+use crate::mcp::trace_context::{self, RequestTrace, TraceContext};
 use crate::mcp::{meta, method};
 use crate::routing::Router;
 use crate::session::relay::{self, ProgressMap};
 use crate::session::table::{Holder, Reservation, TableFull};
 use crate::session::{Scope, Session, SessionTable, Slot};
-use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::upstream::registry::Upstreams;
 use crate::workers::PerWorker;
 
@@ -50,6 +50,8 @@ pub struct Gateway {
 pub struct Routing {
     /// The router, with the upstreams and their stacks.
     pub router: Arc<Router>,
+    /// The rewriter of every answer, which the client stack's rewrite layer holds too.
+    pub rewriter: Arc<errors::Rewriter>,
     /// The client stack over it, kept once per worker.
     pub client: PerWorker<ClientService>,
 }
@@ -151,7 +153,7 @@ impl Gateway {
         let mut params = req.params;
         let (meta, called) = meta::read_with_name(params.as_deref());
         let trace =
-            RequestTrace::new(propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
+            RequestTrace::new(trace_context::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref()), trace);
         let progress = meta.progress().map(|client| ProgressMap {
             upstream: Value::String(format!("seawall-progress-{}", NEXT_PROGRESS.fetch_add(1, Ordering::Relaxed))),
             client,
@@ -293,7 +295,7 @@ impl Gateway {
 
     /// The error rewriter in force.
     pub fn rewriter(&self) -> Arc<errors::Rewriter> {
-        Arc::clone(self.routing.load().router.rewriter())
+        Arc::clone(&self.routing.load().rewriter)
     }
 
     /// The circuit breakers (one registry for the gateway's life: reloads keep them).

@@ -27,13 +27,13 @@ use tracing::Instrument as _;
 use super::{Gateway, ModernCaller};
 use crate::call::GatewayError;
 use crate::client::{Answered, HttpHint};
+use crate::identity::Principal;
 use crate::jsonrpc::{self, Id, Message, Request, code};
 use crate::mcp::modern::{self, Envelope};
+use crate::mcp::trace_context::{self, RequestTrace, TraceContext};
 use crate::mcp::{self as mcp_era, meta, method};
-use crate::policy::Principal;
 use crate::session::table::{Holder, TableFull};
 use crate::session::{Front, Scope, Session, Slot};
-use crate::telemetry::trace::propagation::{self, RequestTrace, TraceContext};
 use crate::telemetry::trace::spans;
 
 /// The modern contexts, by what their clients share.
@@ -366,7 +366,7 @@ impl Gateway {
         }
         if req.method == modern::DISCOVER {
             let meta = meta::read(req.params.as_deref());
-            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            let meta = trace_context::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
             let span = spans::discover(&id, &RequestTrace::new(meta, trace));
             let found = self.context(scope, principal, &envelope, peer, None).instrument(span.clone()).await;
             spans::record_discovered(&span, found.as_ref().map(|(session, _)| session.key));
@@ -381,7 +381,7 @@ impl Gateway {
         // A context this request opens is part of the client's trace.
         let opening = crate::telemetry::trace::on().then(|| {
             let meta = meta::read(req.params.as_deref());
-            let meta = propagation::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
+            let meta = trace_context::from_meta(meta.traceparent.as_ref(), meta.tracestate.as_ref());
             RequestTrace::new(meta, trace.clone())
         });
         let (session, context) = match self.context(scope, principal, &envelope, peer, opening.as_ref()).await {

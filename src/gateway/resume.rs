@@ -13,8 +13,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::Gateway;
+use crate::identity::Principal;
 use crate::mcp;
-use crate::policy::Principal;
 use crate::session::sealed::{SealedSession, unix_now};
 use crate::session::table::{Holder, TableFull};
 use crate::session::{Front, Scope, Session, Slot};

@@ -5,6 +5,7 @@
 pub(crate) mod init;
 pub(crate) mod meta;
 pub(crate) mod modern;
+pub(crate) mod trace_context;
 
 /// Protocol versions of the legacy (session) era that seawall speaks, oldest first.
 pub(crate) const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

@@ -13,11 +13,11 @@ use futures::future::Either;
 use parking_lot::Mutex;
 use tower::{Layer, Service};
 
-use crate::call::{GatewayError, Holding, Reply};
-use crate::client::ClientRequest;
+use crate::call::{GatewayError, Holding};
+use crate::client::{ClientRequest, Routed};
+use crate::identity::Identity;
 use crate::jsonrpc::Id;
 use crate::mcp::method;
-use crate::policy::Identity;
 use crate::session::Session;
 use crate::telemetry::metrics;
 
@@ -151,12 +151,12 @@ impl<S> Admission<S> {
 
 impl<S> Service<ClientRequest> for Admission<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
-    type Future = Either<std::future::Ready<Result<Reply, GatewayError>>, Holding<S::Future, Places>>;
+    type Future = Either<std::future::Ready<Result<Routed, GatewayError>>, Holding<S::Future, Places>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -234,10 +234,10 @@ mod tests {
         Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}))
     }
 
-    fn slow() -> impl Service<ClientRequest, Response = Reply, Error = GatewayError, Future: Send + 'static> + Clone {
+    fn slow() -> impl Service<ClientRequest, Response = Routed, Error = GatewayError, Future: Send + 'static> + Clone {
         service_fn(|_req: ClientRequest| async {
             tokio::time::sleep(Duration::from_secs(10)).await;
-            Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({}))))
+            Ok::<Routed, GatewayError>(Routed::result(crate::jsonrpc::to_raw(&json!({}))))
         })
     }
 
@@ -264,7 +264,7 @@ mod tests {
 
     fn session_of(name: &str) -> Arc<Session> {
         let s = session();
-        s.bind_principal(Arc::new(crate::policy::Principal::api_key(name)));
+        s.bind_principal(Arc::new(crate::identity::Principal::api_key(name)));
         s
     }
 
@@ -334,7 +334,7 @@ mod tests {
             async move {
                 let _guard = guard;
                 tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({}))))
+                Ok::<Routed, GatewayError>(Routed::result(crate::jsonrpc::to_raw(&json!({}))))
             }
         });
         let svc = AdmissionLayer::new(8, 8).layer(CancelLayer::default().layer(inner));

@@ -6,7 +6,4 @@ pub(crate) mod authz;
 pub(crate) mod cors;
 pub(crate) mod glob;
 pub mod origin;
-pub mod principal;
 pub mod rate_limit;
-
-pub use principal::{Identity, Principal};

@@ -30,8 +30,9 @@ use tower::{Layer, Service};
 use tracing::Instrument as _;
 
 use crate::call::{Answer, CallFuture, GatewayError, UpstreamCall};
+use crate::mcp::trace_context;
 use crate::telemetry::metrics;
-use crate::telemetry::trace::{propagation, spans};
+use crate::telemetry::trace::spans;
 
 /// The least attempt timeout derived from a deadline.
 pub const DERIVED_FLOOR: Duration = Duration::from_secs(1);
@@ -96,7 +97,7 @@ fn propagate(req: &mut UpstreamCall, span: Option<&tracing::Span>) {
     };
     if into_meta
         && let Some(context) = context
-        && let Some(params) = propagation::with_meta(req.params.as_deref(), &context)
+        && let Some(params) = trace_context::with_meta(req.params.as_deref(), &context)
     {
         req.params = Some(Arc::from(params));
     }

@@ -1,5 +1,6 @@
-//! Forwarding one request to one upstream: argument checks, the upstream's stack, the
-//! rewrite of its answer, and the per-upstream request metric.
+//! Forwarding one request to one upstream: the tool's catalog entry, the per-upstream
+//! request metric, the argument check, the `Mcp-Param-*` headers, the upstream's stack,
+//! and what a `tools/list` teaches the catalog. Its answer is rewritten above, once.
 
 use std::sync::Arc;
 
@@ -7,8 +8,8 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::{CallParams, Router, UriParams};
-use crate::call::{Answer, CallTrace, Clock, EventSink, GatewayError, Reply, UpstreamCall};
-use crate::client::ClientRequest;
+use crate::call::{Answer, ArgumentViolation, CallTrace, Clock, EventSink, GatewayError, UpstreamCall};
+use crate::client::{ClientRequest, FromUpstream, Routed};
 use crate::jsonrpc;
 use crate::mcp::{method, modern};
 use crate::telemetry::metrics;
@@ -41,6 +42,15 @@ fn param_headers(
     Ok(out)
 }
 
+/// Tools are metric labels only once the upstream listed them (bounded cardinality).
+fn tool_label(tool: Option<&Arc<str>>, listed: bool) -> metrics::ToolLabel {
+    match tool {
+        Some(t) if listed => metrics::ToolLabel::Listed(Arc::clone(t)),
+        Some(_) => metrics::ToolLabel::Unlisted,
+        None => metrics::ToolLabel::None,
+    }
+}
+
 /// Most `tools/list` pages read when seawall lists an upstream's tools itself.
 pub(super) const MAX_CATALOG_PAGES: usize = 16;
 
@@ -51,14 +61,15 @@ pub(super) struct NextCursor {
 }
 
 impl Router {
-    /// Sends one request to one upstream through its stack.
+    /// Sends one request to one upstream: [`Router::forward_call`], with the tool and
+    /// arguments of a `tools/call` read from `params`.
     pub(super) async fn forward(
         &self,
         ctx: &ClientRequest,
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let call = (method == method::TOOLS_CALL)
             .then(|| jsonrpc::view::<CallParams>(params.as_deref()))
             .flatten()
@@ -66,8 +77,11 @@ impl Router {
         self.forward_call(ctx, handle, method, params, call).await
     }
 
-    /// [`Router::forward`] with the tool a `tools/call` calls on this upstream and its
-    /// arguments already read from `params`.
+    /// One request to one upstream, in the steps `app.rs` lists under "forward": the
+    /// tool's entry in the catalog, the per-upstream request metric around the rest, the
+    /// arguments against the tool's input schema, the `Mcp-Param-*` headers, the
+    /// upstream's own stack, and what a `tools/list` teaches the catalog. The answer goes
+    /// back as the upstream sent it, with what the rewrite layer needs to rewrite it.
     pub(super) async fn forward_call(
         &self,
         ctx: &ClientRequest,
@@ -75,7 +89,7 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
         call: Option<(Arc<str>, Option<Arc<serde_json::Value>>)>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let (tool, arguments): (Option<Arc<str>>, _) = match call {
             Some((name, arguments)) => (Some(name), arguments),
             None => (None, None),
@@ -84,50 +98,72 @@ impl Router {
             Some(t) => self.tool_info(ctx, handle, t).await,
             None => None,
         };
-        // Tools are metric labels only once the upstream listed them (bounded cardinality).
-        let tool_label = match (&tool, &info) {
-            (Some(t), Some(_)) => metrics::ToolLabel::Listed(Arc::clone(t)),
-            (Some(_), None) => metrics::ToolLabel::Unlisted,
-            (None, _) => metrics::ToolLabel::None,
-        };
-        let timer = metrics::RequestTimer::start(&handle.name, method, tool_label);
+        let timer = metrics::RequestTimer::start(&handle.name, method, tool_label(tool.as_ref(), info.is_some()));
         let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
-        let asked_uri = method
-            .starts_with("resources/")
-            .then(|| jsonrpc::view::<UriParams>(params.as_deref()).map(|p| p.uri))
-            .flatten();
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
-            if let Err(answer) = self.rewriter.check_arguments(client_tool, info.as_deref(), arguments.as_deref()) {
+            if let Err(refused) = self.check_arguments(client_tool, info.as_deref(), arguments.as_deref()) {
                 timer.finish("refused");
-                return Ok(answer);
+                return Err(refused);
             }
             match param_headers(ctx, info.as_deref(), arguments.as_deref()) {
                 Ok(mirrored) => headers = mirrored,
                 Err(why) => {
                     timer.finish("refused");
-                    return Ok(Err(jsonrpc::error_object(modern::HEADER_MISMATCH, &why, None)));
+                    return Ok(Routed::Made(Err(jsonrpc::error_object(modern::HEADER_MISMATCH, &why, None))));
                 }
             }
         }
+        let uri = method
+            .starts_with("resources/")
+            .then(|| jsonrpc::view::<UriParams>(params.as_deref()).map(|p| p.uri))
+            .flatten();
         let result = self.send_with(ctx, handle, method, params, tool, headers).await;
         timer.finish(match &result {
             Ok(answer) => answer.outcome(),
             Err(e) => e.class().outcome,
         });
-        let answer = match result? {
+        let answer = self.learn(handle, method, result?);
+        Ok(Routed::Upstream(Box::new(FromUpstream {
+            answer,
+            upstream: Arc::clone(&handle.name),
+            level: handle.policy.sanitize,
+            tool: client_tool,
+            info,
+            arguments,
+            uri,
+        })))
+    }
+
+    /// The arguments of a `tools/call` against the tool's input schema; `Err` refuses
+    /// the call before it is sent.
+    fn check_arguments(
+        &self,
+        client_tool: &str,
+        info: Option<&crate::catalog::ToolInfo>,
+        arguments: Option<&serde_json::Value>,
+    ) -> Result<(), GatewayError> {
+        let schema = info.and_then(|i| i.input_schema.as_deref());
+        let key = info.and_then(|i| i.input_key.as_ref());
+        self.arguments.check(schema, key, arguments).map_err(|violations| GatewayError::InvalidArguments {
+            tool: client_tool.to_owned(),
+            violations: violations
+                .into_iter()
+                .map(|v| ArgumentViolation { pointer: v.pointer, message: v.message })
+                .collect(),
+        })
+    }
+
+    /// What a `tools/list` page teaches: the catalog learns the upstream's tools, and
+    /// the page loses the tools seawall hides.
+    fn learn(&self, handle: &Arc<UpstreamHandle>, method: &str, answer: Answer) -> Answer {
+        match answer {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
                 handle.policy.catalog.learn(&raw);
                 Answer::result(self.without_open_tools(handle, raw))
             }
             other => other,
-        };
-        let asked = crate::errors::Asked {
-            level: handle.policy.sanitize,
-            arguments: arguments.as_deref(),
-            uri: asked_uri.as_deref(),
-        };
-        Ok(self.rewriter.upstream_reply(&handle.name, method, client_tool.as_deref(), &asked, info.as_deref(), answer))
+        }
     }
 
     /// Sends one request through the upstream's stack.

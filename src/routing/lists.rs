@@ -7,9 +7,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{Router, cursor};
-use crate::call::{GatewayError, Reply};
+use crate::call::GatewayError;
 use crate::catalog::pages::PrefixedPage;
 use crate::client::ClientRequest;
+use crate::client::Routed;
 use crate::jsonrpc;
 use crate::mcp::{meta, method};
 use crate::telemetry::trace::spans;
@@ -46,25 +47,25 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
         capability: &str,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let targets = self.with_capability(ctx, capability).await;
         let span = spans::fan_out(method, targets.len());
         let calls = targets.iter().map(|h| self.forward(ctx, h, method, params.clone()));
         let results = futures::future::join_all(calls).instrument(span.clone()).await;
         if !span.is_none() {
-            let answered = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+            let answered = results.iter().filter(|r| r.as_ref().is_ok_and(|r| r.as_result().is_some())).count();
             spans::record_fan_out(&span, answered, results.len() - answered);
         }
         let mut first_failure = None;
         for result in results {
             match result {
-                Ok(Ok(_)) => return Ok(Ok(jsonrpc::to_raw(&json!({})))),
+                Ok(routed) if routed.as_result().is_some() => return Ok(Routed::result(jsonrpc::to_raw(&json!({})))),
                 other => {
                     first_failure.get_or_insert(other);
                 }
             }
         }
-        first_failure.unwrap_or_else(|| Ok(Ok(jsonrpc::to_raw(&json!({})))))
+        first_failure.unwrap_or_else(|| Ok(Routed::result(jsonrpc::to_raw(&json!({})))))
     }
 
     /// The session's upstreams (connected, or connectable now) that declare a capability.
@@ -88,7 +89,7 @@ impl Router {
         method: &str,
         kind: &ListKind,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let mut base = meta::params_object(params.as_deref()).unwrap_or_default();
         let targets: Vec<(Arc<UpstreamHandle>, Option<String>)> = match base.remove("cursor") {
             None | Some(Value::Null) => {
@@ -121,7 +122,7 @@ impl Router {
         let span = spans::fan_out(method, targets.len());
         let results = futures::future::join_all(calls).instrument(span.clone()).await;
         if !span.is_none() {
-            let answered = results.iter().filter(|(_, r)| matches!(r, Ok(Ok(_)))).count();
+            let answered = results.iter().filter(|(_, r)| r.as_ref().is_ok_and(|r| r.as_result().is_some())).count();
             spans::record_fan_out(&span, answered, results.len() - answered);
         }
 
@@ -132,21 +133,22 @@ impl Router {
         let mut succeeded = 0usize;
         for (handle, result) in results {
             match result {
-                Ok(Ok(result)) => {
+                Ok(routed) if routed.as_result().is_some() => {
+                    let Some(result) = routed.as_result() else { continue };
                     succeeded += 1;
                     if kind.prefix {
-                        let page = self.prefixed_page(handle, kind, &result);
+                        let page = self.prefixed_page(handle, kind, result);
                         if let Some(c) = &page.next_cursor {
                             next.insert(handle.name.to_string(), c.clone());
                         }
                         pages.push(page);
                     } else {
-                        self.merge_page(ctx, handle, kind, &result, &mut items, &mut next);
+                        self.merge_page(ctx, handle, kind, result, &mut items, &mut next);
                     }
                 }
-                Ok(Err(error)) => {
-                    tracing::warn!(upstream = %handle.name, method, error = %error.get(), "upstream refused a list request");
-                    failures.push(Ok(Err(error)));
+                Ok(refused) => {
+                    tracing::warn!(upstream = %handle.name, method, "upstream refused a list request");
+                    failures.push(Ok(refused));
                 }
                 Err(e) => {
                     tracing::warn!(upstream = %handle.name, method, error = %e, "list request failed");
@@ -160,14 +162,14 @@ impl Router {
             return failure;
         }
         if kind.prefix {
-            return Ok(Ok(self.merged.get(kind.key, &pages, &next)));
+            return Ok(Routed::result(self.merged.get(kind.key, &pages, &next)));
         }
         let mut result = Map::new();
         result.insert(kind.key.into(), Value::Array(items));
         if !next.is_empty() {
             result.insert("nextCursor".into(), Value::String(cursor::encode(&next)));
         }
-        Ok(Ok(jsonrpc::to_raw(&result)))
+        Ok(Routed::result(jsonrpc::to_raw(&result)))
     }
 
     /// An upstream's page of a prefixed list (tools, prompts) with its names prefixed:

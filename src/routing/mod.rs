@@ -21,14 +21,14 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::call::{GatewayError, Reply};
-use crate::client::{ClientFuture, ClientRequest};
-use crate::errors::Rewriter;
+use crate::call::GatewayError;
+use crate::client::{ClientFuture, ClientRequest, Routed};
 use crate::jsonrpc;
 use crate::mcp::method;
 use crate::resilience::breaker::Breakers;
 use crate::session::Scope;
 use crate::upstream::registry::{UpstreamHandle, Upstreams};
+use crate::validation::ArgumentCheck;
 use lists::list_kind;
 
 /// Routes requests to upstreams.
@@ -36,7 +36,8 @@ pub struct Router {
     upstreams: Arc<Upstreams>,
     separator: String,
     breakers: Arc<Breakers>,
-    rewriter: Arc<Rewriter>,
+    /// The check of `tools/call` arguments against the tool's input schema.
+    arguments: ArgumentCheck,
     /// The last merged `tools/list` and `prompts/list` results.
     merged: lists::MergedLists,
     /// Resource URIs two upstreams list, warned about once.
@@ -57,7 +58,7 @@ impl Routes {
 }
 
 impl tower::Service<ClientRequest> for Routes {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
     type Future = ClientFuture;
 
@@ -76,19 +77,21 @@ impl tower::Service<ClientRequest> for Routes {
 }
 
 impl Router {
-    /// A router over these upstreams.
+    /// A router over these upstreams; `validate_arguments` turns the argument check on.
     pub fn new(
         upstreams: Arc<Upstreams>,
         separator: String,
         breakers: Arc<Breakers>,
-        rewriter: Arc<Rewriter>,
+        validate_arguments: bool,
     ) -> Router {
-        Router { upstreams, separator, breakers, rewriter, merged: Default::default(), duplicates: Default::default() }
-    }
-
-    /// The error rewriter.
-    pub fn rewriter(&self) -> &Arc<Rewriter> {
-        &self.rewriter
+        Router {
+            upstreams,
+            separator,
+            breakers,
+            arguments: ArgumentCheck::new(validate_arguments),
+            merged: Default::default(),
+            duplicates: Default::default(),
+        }
     }
 
     /// The circuit breakers.
@@ -115,7 +118,7 @@ impl Router {
         ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         if let Scope::Single(name) = &ctx.session.scope {
             let handle = self.handle(name)?;
             // The tool and arguments of a `tools/call` were read with its `_meta`.
@@ -128,7 +131,7 @@ impl Router {
             return self.forward(ctx, handle, method, params).await;
         }
         if method == method::PING {
-            return Ok(Ok(jsonrpc::to_raw(&json!({}))));
+            return Ok(Routed::result(jsonrpc::to_raw(&json!({}))));
         }
         if let Some(kind) = list_kind(method) {
             return self.list(ctx, method, &kind, params).await;

@@ -7,8 +7,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::{NameParams, Router, UriParams};
-use crate::call::{GatewayError, Reply};
+use crate::call::GatewayError;
 use crate::client::ClientRequest;
+use crate::client::Routed;
 use crate::jsonrpc;
 use crate::mcp::{meta, method};
 use crate::upstream::registry::UpstreamHandle;
@@ -21,7 +22,7 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
         unknown: fn(String) -> GatewayError,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let mut map = meta::params_object(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params must be an object".into()))?;
         let name = map
@@ -47,7 +48,7 @@ impl Router {
         &self,
         ctx: &ClientRequest,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let mut map = meta::params_object(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params must be an object".into()))?;
         let Some(Value::Object(reference)) = map.get_mut("ref") else {
@@ -77,7 +78,7 @@ impl Router {
         ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         if let Some(p) = jsonrpc::view::<NameParams>(params.as_deref())
             && let Some((handle, _)) = self.split(&p.name)
         {
@@ -104,7 +105,7 @@ impl Router {
         handle: &Arc<UpstreamHandle>,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let mut map = meta::params_object(params.as_deref()).unwrap_or_default();
         if let Some(Value::String(name)) = map.get("name")
             && let Some((_, local)) = name.split_once(self.separator.as_str())

@@ -7,8 +7,9 @@ use serde_json::value::RawValue;
 
 use super::lists::list_kind;
 use super::{Router, UriParams};
-use crate::call::{GatewayError, Reply};
+use crate::call::GatewayError;
 use crate::client::ClientRequest;
+use crate::client::Routed;
 use crate::jsonrpc::{self, code};
 use crate::mcp::method;
 use crate::upstream::registry::UpstreamHandle;
@@ -30,7 +31,7 @@ impl Router {
         ctx: &ClientRequest,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         let uri = jsonrpc::view::<UriParams>(params.as_deref())
             .ok_or_else(|| GatewayError::InvalidParams("params.uri must be a string".into()))?
             .uri;
@@ -49,7 +50,7 @@ impl Router {
         method: &str,
         params: Option<Box<RawValue>>,
         uri: String,
-    ) -> Result<Reply, GatewayError> {
+    ) -> Result<Routed, GatewayError> {
         if let Some(handle) = self.resolve_uri(ctx, &uri).await {
             return self.forward(ctx, &handle, method, params).await;
         }
@@ -70,19 +71,19 @@ impl Router {
             .collect();
         // What to answer when nobody has it: a timeout (the resource may exist) before
         // any other failure, before an upstream's error answer, before "not found".
-        let rank = |answer: &Result<Reply, GatewayError>| match answer {
+        let rank = |answer: &Result<Routed, GatewayError>| match answer {
             Err(GatewayError::Timeout { .. }) => 3,
             Err(_) => 2,
             Ok(_) => 1,
         };
-        let mut failure: Option<Result<Reply, GatewayError>> = None;
+        let mut failure: Option<Result<Routed, GatewayError>> = None;
         while let Some((handle, answer)) = futures::StreamExt::next(&mut asks).await {
             match answer {
-                Ok(Ok(result)) if every => {
+                Ok(result) if every && result.as_result().is_some() => {
                     done.get_or_insert(result);
                 }
-                Ok(Ok(result)) => return Ok(Ok(result)),
-                Ok(Err(error)) if is_not_found(&error) => {}
+                Ok(result) if result.as_result().is_some() => return Ok(result),
+                Ok(error) if error.as_error().is_some_and(is_not_found) => {}
                 other => {
                     if let Err(e) = &other {
                         tracing::debug!(upstream = %handle.name, error = %e, "resource lookup failed");
@@ -94,7 +95,7 @@ impl Router {
             }
         }
         if let Some(result) = done {
-            return Ok(Ok(result));
+            return Ok(result);
         }
         failure.unwrap_or(Err(GatewayError::ResourceNotFound(uri)))
     }

@@ -23,8 +23,8 @@ pub use table::{SessionTable, mint_id};
 
 use crate::catalog::ResourceCatalog;
 use crate::hashing::Map as HashMap;
+use crate::identity::Principal;
 use crate::jsonrpc::Id;
-use crate::policy::Principal;
 use parking_lot::Mutex;
 use signal::CancelSignal;
 
@@ -492,7 +492,7 @@ impl Session {
     /// that opened it (or none, when neither authenticated). Identity is the credential
     /// kind and name, so a client that renews its JWT keeps its session.
     pub fn admits(&self, principal: Option<&Principal>) -> bool {
-        crate::policy::principal::same_caller(self.principal.get().map(|p| &**p), principal)
+        crate::identity::same_caller(self.principal.get().map(|p| &**p), principal)
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).

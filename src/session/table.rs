@@ -12,7 +12,7 @@ use base64::Engine as _;
 use super::Session;
 use super::sealed::{SessionKeys, unix_now};
 use crate::hashing::Map as HashMap;
-use crate::policy::Identity;
+use crate::identity::Identity;
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
 pub fn mint_id() -> String {
@@ -424,8 +424,8 @@ impl SessionTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::Principal;
     use crate::jsonrpc::Id;
-    use crate::policy::Principal;
 
     fn session() -> Arc<Session> {
         Session::new(super::super::Scope::Aggregate, "2025-11-25".into(), serde_json::json!({}), serde_json::json!({}))

@@ -1,5 +1,5 @@
-//! The access log (`access_log:`): one line per client request, outermost in the client
-//! stack after the request's span — when it was answered, how long it took, which
+//! The access log (`access_log:`): one line per client request (the client stack's
+//! [`AccessLayer`](crate::client::AccessLayer) hands each over) — when it was answered, how long it took, which
 //! session and principal asked, the method, tool and id, what became of it (outcome,
 //! JSON-RPC error code, HTTP status of a refusal, correlation id), and the trace: the
 //! trace and span id of seawall's span when tracing is on, the trace id the client sent
@@ -10,24 +10,17 @@
 //! gateway wakes the writer at most 100 times a second; a line that does not fit is dropped and counted
 //! (`seawall_access_log_dropped_total`).
 
-use std::future::Future;
 use std::io::IsTerminal as _;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::task::{Context, Poll, ready};
 use std::time::{Instant, SystemTime};
 
-use futures::future::Either;
 use serde_json::value::RawValue;
-use tower::{Layer, Service};
 
 use crate::call::Reply;
-use crate::client::{Answered, ClientRequest};
 use crate::config::{AccessLogConfig, AccessLogFormat};
+use crate::identity::Principal;
 use crate::jsonrpc;
-use crate::policy::principal::Principal;
-use crate::telemetry::trace::propagation::TraceContext;
+use crate::mcp::trace_context::TraceContext;
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 8192;
@@ -331,114 +324,6 @@ fn rewritten_result(reply: &Reply) -> Option<String> {
     }
     let meta = jsonrpc::view::<ResultView>(Some(result))?.meta?;
     meta.get(crate::mcp::meta::CORRELATION_ID_KEY)?.as_str().map(str::to_owned)
-}
-
-/// Applies [`Access`] when the log is on.
-#[derive(Clone, Default)]
-pub struct AccessLayer {
-    log: Option<AccessLog>,
-}
-
-impl AccessLayer {
-    /// The layer writing to `log` (none: the layer does nothing).
-    pub fn new(log: Option<AccessLog>) -> AccessLayer {
-        AccessLayer { log }
-    }
-}
-
-impl<S> Layer<S> for AccessLayer {
-    type Service = Access<S>;
-    fn layer(&self, inner: S) -> Access<S> {
-        Access { inner, log: self.log.clone().map(Arc::new) }
-    }
-}
-
-/// Writes one access line per answered request.
-#[derive(Clone)]
-pub struct Access<S> {
-    inner: S,
-    log: Option<Arc<AccessLog>>,
-}
-
-impl<S> Service<ClientRequest> for Access<S>
-where
-    S: Service<ClientRequest, Response = Answered, Error = std::convert::Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answered;
-    type Error = std::convert::Infallible;
-    type Future = Either<S::Future, Logged<S::Future>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let Some(log) = self.log.clone() else {
-            return Either::Left(self.inner.call(req));
-        };
-        let started = Instant::now();
-        let session = req.session.key;
-        let principal = req.principal.clone();
-        let method_name = Arc::clone(&req.method);
-        let tool = req.tool.clone();
-        let id = req.id.clone();
-        let span = req.trace.span.clone();
-        let client_trace = req.trace.parent().cloned();
-        let inner = self.inner.call(req);
-        Either::Right(Logged {
-            inner,
-            entry: Some(ToLog { log, started, session, principal, method_name, tool, id, span, client_trace }),
-        })
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A request's answer, logged when it comes.
-    pub struct Logged<F> {
-        #[pin]
-        inner: F,
-        entry: Option<ToLog>,
-    }
-}
-
-/// What [`Logged`] writes of its request when the answer comes.
-pub struct ToLog {
-    log: Arc<AccessLog>,
-    started: Instant,
-    session: u64,
-    principal: Option<Arc<Principal>>,
-    method_name: Arc<str>,
-    tool: Option<Arc<str>>,
-    id: jsonrpc::Id,
-    span: Option<Box<TraceContext>>,
-    client_trace: Option<TraceContext>,
-}
-
-impl<F> Future for Logged<F>
-where
-    F: Future<Output = Result<Answered, std::convert::Infallible>>,
-{
-    type Output = Result<Answered, std::convert::Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Ok(answered) = ready!(this.inner.poll(cx));
-        if let Some(e) = this.entry.take() {
-            let request = Recorded {
-                started: e.started,
-                session: e.session,
-                principal: e.principal.as_deref(),
-                method: &e.method_name,
-                tool: e.tool.as_deref(),
-                id: e.id.raw(),
-                span: e.span.as_deref(),
-                client_trace: e.client_trace.as_ref(),
-            };
-            e.log.record(request, &answered.reply, answered.outcome, answered.http.map(|h| h.status.as_u16()));
-        }
-        Poll::Ready(Ok(answered))
-    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::call::UpstreamError;
+use crate::call::{Cause, UpstreamError};
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -77,7 +77,7 @@ impl UpstreamClient {
         *request.uri_mut() = uri.clone();
         match self.tls.request(request).await {
             Ok(response) => Ok(UpstreamResponse(response.map(ResponseBody::Pooled))),
-            Err(e) => Err(classify(&e)),
+            Err(e) => Err(classify(e)),
         }
     }
 }
@@ -94,20 +94,8 @@ fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
 }
 
 /// A failure to get a response: a connect failure never reached the upstream.
-fn classify(e: &hyper_util::client::legacy::Error) -> UpstreamError {
-    let detail = chain(e);
-    if e.is_connect() { UpstreamError::Connect(detail) } else { UpstreamError::Io(detail) }
-}
-
-/// An error with its sources, without the URL (which may hold credentials).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        parts.push(s.to_string());
-        source = s.source();
-    }
-    parts.join(": ")
+fn classify(e: hyper_util::client::legacy::Error) -> UpstreamError {
+    if e.is_connect() { UpstreamError::Connect(Cause::of(e)) } else { UpstreamError::Io(Cause::of(e)) }
 }
 
 /// The head of an upstream's response, with its body still to read.
@@ -171,7 +159,7 @@ impl UpstreamResponse {
         loop {
             match self.0.body_mut().frame().await {
                 None => return Ok(None),
-                Some(Err(e)) => return Err(UpstreamError::Io(chain(&e))),
+                Some(Err(e)) => return Err(UpstreamError::Io(Cause::of(e))),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         return Ok(Some(data));

@@ -24,8 +24,8 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::call::{EventSink, UpstreamCall, UpstreamEvent};
+use crate::mcp::trace_context::{TRACEPARENT, TRACESTATE};
 use crate::mcp::{meta, method};
-use crate::telemetry::trace::propagation::{TRACEPARENT, TRACESTATE};
 
 /// The `traceparent` and `tracestate` headers of a call's trace context, for an HTTP
 /// upstream (none when it has none).

@@ -41,6 +41,37 @@ pub(crate) struct Violation {
     pub message: String,
 }
 
+/// The check of a `tools/call`'s arguments against the tool's `inputSchema`
+/// (`errors.validate_arguments`), with the compiled schemas it keeps.
+pub(crate) struct ArgumentCheck {
+    enabled: bool,
+    schemas: SchemaCache,
+}
+
+impl ArgumentCheck {
+    /// The check, on or off.
+    pub(crate) fn new(enabled: bool) -> ArgumentCheck {
+        ArgumentCheck { enabled, schemas: SchemaCache::new(DEFAULT_CAPACITY) }
+    }
+
+    /// Checks `arguments` (none: `{}`) against `schema`, whose key `key` is when known:
+    /// `Err` holds what is wrong. Without a schema, or with the check off, anything goes.
+    pub(crate) fn check(
+        &self,
+        schema: Option<&Value>,
+        key: Option<&SchemaKey>,
+        arguments: Option<&Value>,
+    ) -> Result<(), Vec<Violation>> {
+        let Some(schema) = schema.filter(|_| self.enabled) else { return Ok(()) };
+        let empty = Value::Object(serde_json::Map::new());
+        let arguments = arguments.unwrap_or(&empty);
+        match key {
+            Some(key) => self.schemas.validate_with_key(key, schema, arguments),
+            None => self.schemas.validate(schema, arguments),
+        }
+    }
+}
+
 /// Where a schema lives in the `SchemaCache`: its JSON text and the hash of that text.
 ///
 /// Finding the entry takes the schema's text, and serialising the schema on every call

@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::Principal;
-use crate::policy::principal::same_caller;
+use crate::identity::Principal;
+use crate::identity::same_caller;
 use crate::session::cancelled::InFlight;
 use crate::session::{OUTBOX_BUFFER, Scope, Session, mint_id};
 

@@ -21,9 +21,9 @@ use super::Channel;
 use crate::gateway::InitError;
 use crate::jsonrpc::{self, Message, Payload, code};
 use crate::mcp;
+use crate::mcp::trace_context;
 use crate::session::Scope;
 use crate::session::cancelled::Tracked;
-use crate::telemetry::trace::propagation;
 
 /// Takes one POST on `scope`'s messages URL.
 pub(super) async fn post(cx: &Cx<'_>, scope: Scope, uri: &Uri, body: Body) -> Response {
@@ -100,7 +100,7 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
             Some(session) => {
                 let tracked = channel.inflight.track(&req.id);
                 let (gateway, channel) = (Arc::clone(gateway), Arc::clone(channel));
-                let trace = propagation::from_headers(&cx.headers);
+                let trace = trace_context::from_headers(&cx.headers);
                 tokio::spawn(async move {
                     let answer = gateway.handle_request(&session, req, Some(channel.sender()), trace).await;
                     // The receiver of `notifications/cancelled` sends nothing for that request.
@@ -139,7 +139,7 @@ async fn take(cx: &Cx<'_>, channel: &Arc<Channel>, msg: Message) {
 fn initialize(cx: &Cx<'_>, channel: &Arc<Channel>, req: jsonrpc::Request) {
     let (gateway, channel) = (Arc::clone(&cx.st.gateway), Arc::clone(channel));
     let (peer, principal) = (cx.info.peer.map(|p| p.ip()), cx.principal.clone());
-    let trace = propagation::from_headers(&cx.headers);
+    let trace = trace_context::from_headers(&cx.headers);
     tokio::spawn(async move {
         let (body, opened) = match gateway
             .initialize(channel.scope.clone(), &req, peer, principal, crate::session::Front::Sse, trace)

@@ -33,7 +33,7 @@ pub(crate) use channel::Channels;
 use super::http::{Cx, HttpState, KEEP_ALIVE, SESSION_HEADER, VERSION_HEADER, accepts, info_of, sse_headers};
 use super::refusal::Refusal;
 use crate::gateway::Gateway;
-use crate::policy::Principal;
+use crate::identity::Principal;
 use crate::session::table::Holder;
 use crate::session::{Scope, Session};
 use crate::sse;

@@ -28,8 +28,8 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use crate::identity::Principal;
 use crate::ndjson::{self, Line};
-use crate::policy::Principal;
 use crate::session::Scope;
 use messages::Conn;
 

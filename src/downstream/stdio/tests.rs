@@ -58,10 +58,9 @@ async fn mock(req: ClientRequest) -> Result<Answered, std::convert::Infallible> 
 
 fn gateway() -> Arc<Gateway> {
     let rewriter = Arc::new(Rewriter::new(Default::default()));
-    let router =
-        Arc::new(Router::new(Arc::new(Upstreams::default()), "__".into(), Arc::new(Breakers::new()), rewriter));
+    let router = Arc::new(Router::new(Arc::new(Upstreams::default()), "__".into(), Arc::new(Breakers::new()), true));
     let client: ClientService = tower::util::BoxCloneSyncService::new(service_fn(mock));
-    let routing = crate::gateway::Routing { router, client: crate::workers::PerWorker::new(client) };
+    let routing = crate::gateway::Routing { router, rewriter, client: crate::workers::PerWorker::new(client) };
     Arc::new(Gateway::with_routing(routing, SessionTable::new(8, Duration::from_secs(60))))
 }
 

@@ -127,15 +127,27 @@ fn arguments_and_structured_output_are_checked_against_the_schemas() {
         )),
         ..ToolInfo::default()
     };
-    assert!(r.check_arguments("t", Some(&info), Some(&json!({"a": 1, "b": 2}))).is_ok());
-    let refused = r.check_arguments("t", Some(&info), Some(&json!({"a": "x"}))).unwrap_err().unwrap();
+    let check = crate::validation::ArgumentCheck::new(true);
+    let schema = info.input_schema.as_deref();
+    assert!(check.check(schema, None, Some(&json!({"a": 1, "b": 2}))).is_ok());
+    let violations = check.check(schema, None, Some(&json!({"a": "x"}))).unwrap_err();
+    let invalid = GatewayError::InvalidArguments {
+        tool: "t".into(),
+        violations: violations
+            .into_iter()
+            .map(|v| crate::call::ArgumentViolation { pointer: v.pointer, message: v.message })
+            .collect(),
+    };
+    let refused = r.failure(&invalid, Some("t")).unwrap();
     assert!(refused.get().contains("/a") && refused.get().contains("\"isError\":true"), "{}", refused.get());
     let strict = Rewriter::new(ErrorsConfig { argument_errors: Report::Error, ..ErrorsConfig::default() });
-    let err = strict.check_arguments("t", Some(&info), Some(&json!({"a": "x"}))).unwrap_err().unwrap_err();
+    let err = strict.failure(&invalid, Some("t")).unwrap_err();
     let v: Value = serde_json::from_str(err.get()).unwrap();
     assert_eq!(v["code"], -32602);
     assert!(!v["data"]["validation_errors"].as_array().unwrap().is_empty());
-    assert!(r.check_arguments("t", None, Some(&json!({"a": "x"}))).is_ok(), "no schema known: not checked");
+    assert!(check.check(None, None, Some(&json!({"a": "x"}))).is_ok(), "no schema known: not checked");
+    let off = crate::validation::ArgumentCheck::new(false);
+    assert!(off.check(schema, None, Some(&json!({"a": "x"}))).is_ok(), "the check turned off");
 
     let good = raw(json!({"content": [], "structuredContent": {"sum": 3}}));
     assert!(reply(&r, "u", "tools/call", Some("t"), Some(&info), Ok(good)).unwrap().get().contains("\"sum\":3"));

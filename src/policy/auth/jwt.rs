@@ -15,8 +15,8 @@ use parking_lot::RwLock;
 use serde_json::{Map, Value};
 
 use crate::config::JwtConfig;
-use crate::policy::Principal;
-use crate::policy::principal::Credential;
+use crate::identity::Credential;
+use crate::identity::Principal;
 
 /// At most one JWKS fetch per this interval, however many unknown `kid`s arrive (the
 /// fetch at start aside).

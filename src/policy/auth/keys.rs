@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::ApiKeyConfig;
-use crate::policy::Principal;
+use crate::identity::Principal;
 
 /// A SHA-256 digest.
 type Sha = [u8; 32];

@@ -16,7 +16,7 @@ use self::jwt::JwtVerifier;
 use self::keys::KeySet;
 use self::metadata::Metadata;
 use crate::config::AuthConfig;
-use crate::policy::Principal;
+use crate::identity::Principal;
 
 /// Checks the credentials of client requests.
 #[derive(Debug, Default)]

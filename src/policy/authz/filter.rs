@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::rules::{Kind, Rules, Target};
 use crate::config::Decision;
+use crate::identity::Principal;
 use crate::mcp::method;
-use crate::policy::Principal;
 use crate::session::{Scope, Session};
 
 /// What filtering one list result needs: the rules, the method, and the session (whose

@@ -29,8 +29,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tower::{Layer, Service};
 
-use crate::call::{GatewayError, Reply};
-use crate::client::{ClientFuture, ClientRequest};
+use crate::call::GatewayError;
+use crate::client::{ClientFuture, ClientRequest, Routed};
 use crate::config::{AuthorizationConfig, Decision};
 use crate::mcp::method;
 use crate::session::Scope;
@@ -162,10 +162,10 @@ impl<S> Authorize<S> {
 
 impl<S> Service<ClientRequest> for Authorize<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError>,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError>,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
     type Future = Either<S::Future, ClientFuture>;
 
@@ -207,7 +207,7 @@ where
         let fut = self.inner.call(req);
         Either::Right(Box::pin(async move {
             let reply = fut.await?;
-            Ok(reply.map(|result| filter_list(&lister, principal.as_deref(), result)))
+            Ok(reply.map_result(|result| filter_list(&lister, principal.as_deref(), result)))
         }))
     }
 }

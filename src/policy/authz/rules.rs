@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::config::{AuthorizationConfig, Decision, PatternsConfig, PrincipalMatcher};
-use crate::policy::Principal;
+use crate::identity::Credential;
+use crate::identity::Principal;
 use crate::policy::glob::glob;
-use crate::policy::principal::Credential;
 
 /// What kind of name a decision is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +261,7 @@ mod tests {
 
     use super::*;
     use crate::config::AuthzRuleConfig;
-    use crate::policy::principal::Credential;
+    use crate::identity::Credential;
 
     fn rule(principals: &[&str], allow: Option<PatternsConfig>, deny: Option<PatternsConfig>) -> AuthzRuleConfig {
         AuthzRuleConfig { principals: principals.iter().map(|p| p.to_string()).collect(), allow, deny, when: None }

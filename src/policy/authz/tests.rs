@@ -5,8 +5,8 @@ use tower::{ServiceExt, service_fn};
 
 use super::*;
 use crate::config::{AuthzRuleConfig, PatternsConfig};
+use crate::identity::Principal;
 use crate::jsonrpc::Id;
-use crate::policy::Principal;
 use crate::session::{Scope, Session};
 
 fn request(method: &str, params: serde_json::Value, principal: Option<&str>) -> ClientRequest {
@@ -51,11 +51,11 @@ fn layer() -> AuthorizeLayer {
 fn inner(
     seen: Arc<Mutex<Vec<String>>>,
     answer: serde_json::Value,
-) -> impl Service<ClientRequest, Response = Reply, Error = GatewayError, Future: Send + 'static> + Clone {
+) -> impl Service<ClientRequest, Response = Routed, Error = GatewayError, Future: Send + 'static> + Clone {
     service_fn(move |req: ClientRequest| {
         seen.lock().unwrap().push(req.method.to_string());
         let answer = crate::jsonrpc::to_raw(&answer);
-        async move { Ok::<Reply, GatewayError>(Ok(answer)) }
+        async move { Ok::<Routed, GatewayError>(Routed::result(answer)) }
     })
 }
 
@@ -78,8 +78,8 @@ async fn a_denied_call_is_an_unknown_name_and_never_reaches_the_router() {
     let err = answer(svc.clone().oneshot(read).await.unwrap_err());
     assert!(matches!(&err, GatewayError::ResourceNotFound(u) if u == "secret://x"));
     assert!(seen.lock().unwrap().is_empty(), "no denied request reached the inner service");
-    assert!(svc.clone().oneshot(call("demo__echo", Some("ci"))).await.unwrap().is_ok());
-    assert!(svc.clone().oneshot(call("demo__add", Some("other"))).await.unwrap().is_ok());
+    assert!(svc.clone().oneshot(call("demo__echo", Some("ci"))).await.unwrap().as_result().is_some());
+    assert!(svc.clone().oneshot(call("demo__add", Some("other"))).await.unwrap().as_result().is_some());
     assert_eq!(*seen.lock().unwrap(), ["tools/call", "tools/call"]);
 }
 
@@ -89,9 +89,9 @@ async fn lists_are_filtered_only_for_principals_with_a_deny_in_effect() {
     let tools = json!({"tools": [{"name": "demo__echo"}, {"name": "demo__add"}], "nextCursor": "n"});
     let svc = layer().layer(inner(Arc::clone(&seen), tools.clone()));
     let list = |who| request("tools/list", json!({}), who);
-    let reply = svc.clone().oneshot(list(Some("ci"))).await.unwrap().unwrap();
-    let got: serde_json::Value = serde_json::from_str(reply.get()).unwrap();
+    let reply = svc.clone().oneshot(list(Some("ci"))).await.unwrap();
+    let got: serde_json::Value = serde_json::from_str(reply.as_result().unwrap().get()).unwrap();
     assert_eq!(got, json!({"tools": [{"name": "demo__echo"}], "nextCursor": "n"}));
-    let reply = svc.clone().oneshot(list(Some("other"))).await.unwrap().unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(reply.get()).unwrap(), tools);
+    let reply = svc.clone().oneshot(list(Some("other"))).await.unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(reply.as_result().unwrap().get()).unwrap(), tools);
 }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use futures::future::Either;
 use tower::{Layer, Service};
 
-use crate::call::{GatewayError, Reply};
-use crate::client::{ClientFuture, ClientRequest};
+use crate::call::GatewayError;
+use crate::client::{ClientFuture, ClientRequest, Routed};
 use crate::config::{OnBackendError, RateBackend, RateLimitsConfig};
 use crate::telemetry::metrics;
 use memory::MemoryStore;
@@ -170,10 +170,10 @@ pub struct RateLimit<S> {
 
 impl<S> Service<ClientRequest> for RateLimit<S>
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError> + Clone + Send + 'static,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    type Response = Reply;
+    type Response = Routed;
     type Error = GatewayError;
     type Future = Either<S::Future, ClientFuture>;
 

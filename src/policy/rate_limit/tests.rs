@@ -7,8 +7,8 @@ use tower::{Service, ServiceExt, service_fn};
 
 use super::*;
 use crate::config::{LimitConfig, LimitKey};
+use crate::identity::Principal;
 use crate::jsonrpc::Id;
-use crate::policy::Principal;
 use crate::session::{Scope, Session};
 
 fn limit(per: LimitKey, tools: Option<&[&str]>, rate: &str, burst: u32) -> LimitConfig {
@@ -37,12 +37,12 @@ fn call(session: &Arc<Session>, tool: &str) -> ClientRequest {
 /// A service over a mock inner service that counts the calls reaching it.
 fn limited(
     limits: Vec<LimitConfig>,
-) -> (impl Service<ClientRequest, Response = Reply, Error = GatewayError> + Clone, Arc<AtomicUsize>) {
+) -> (impl Service<ClientRequest, Response = Routed, Error = GatewayError> + Clone, Arc<AtomicUsize>) {
     let reached = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&reached);
     let inner = service_fn(move |_req: ClientRequest| {
         count.fetch_add(1, Ordering::SeqCst);
-        async { Ok::<Reply, GatewayError>(Ok(crate::jsonrpc::to_raw(&json!({})))) }
+        async { Ok::<Routed, GatewayError>(Routed::result(crate::jsonrpc::to_raw(&json!({})))) }
     });
     let layer = RateLimitLayer::new(&config(limits), "__").unwrap();
     (layer.layer(inner), reached)
@@ -51,7 +51,7 @@ fn limited(
 /// Sends `n` requests built by `req`; returns how many passed and the last refusal.
 async fn send<S>(svc: &S, n: usize, req: impl Fn() -> ClientRequest) -> (usize, Option<GatewayError>)
 where
-    S: Service<ClientRequest, Response = Reply, Error = GatewayError> + Clone,
+    S: Service<ClientRequest, Response = Routed, Error = GatewayError> + Clone,
 {
     let mut passed = 0;
     let mut refused = None;

@@ -3,16 +3,13 @@
 //!
 //! - [`settings`]: the section and the environment, resolved.
 //! - [`export`]: the bounded export queue and the thread that drains it.
-//! - [`propagation`]: the W3C trace context in HTTP headers and in `params._meta`.
-//! - [`spans`]: the spans seawall makes and their attributes; [`layer`]: the client
-//!   stack's layer that runs each request in its span.
+//! - [`spans`]: the spans seawall makes and their attributes (the client stack's
+//!   [`RequestSpanLayer`](crate::client::RequestSpanLayer) runs each request in its span).
 //!
 //! When tracing is off none of it runs: no exporter, no OpenTelemetry layer in the
 //! subscriber, and no span is made ([`on`] is false).
 
 pub(crate) mod export;
-pub(crate) mod layer;
-pub mod propagation;
 pub(crate) mod settings;
 pub(crate) mod spans;
 

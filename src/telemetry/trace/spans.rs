@@ -4,7 +4,7 @@
 //!
 //! | span | kind | made by |
 //! |---|---|---|
-//! | a client's request | server | [`RequestSpanLayer`](super::layer::RequestSpanLayer), outermost in the client stack |
+//! | a client's request | server | [`RequestSpanLayer`](crate::client::RequestSpanLayer), outermost in the client stack |
 //! | one attempt upstream (retries are its siblings) | client | the attempt layer |
 //! | a client's `initialize` | server | the gateway's `initialize` |
 //! | opening an upstream session (`initialize`) | client | the upstream registry |
@@ -21,11 +21,11 @@ use tracing::field::Empty;
 use tracing::{Span, info_span};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::propagation::{RequestTrace, TraceContext};
 use crate::call::{Answer, GatewayError, Reply, UpstreamCall, UpstreamError};
-use crate::client::ClientRequest;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Id};
 use crate::mcp::method;
+use crate::mcp::trace_context::{RequestTrace, TraceContext};
+use std::net::IpAddr;
 
 /// A name a client chose (a method, tool or prompt), escaped and capped as an
 /// identifier: printable ASCII, at most 80 bytes.
@@ -120,14 +120,34 @@ fn continue_trace(span: &Span, trace: &RequestTrace) {
     }
 }
 
+/// What the span of a client request says of it.
+pub(crate) struct RequestFacts<'a> {
+    /// The method.
+    pub(crate) method: &'a str,
+    /// Its params (a prompt's name or a resource's URI are read from them).
+    pub(crate) params: Option<&'a RawValue>,
+    /// The tool, for `tools/call`.
+    pub(crate) tool: Option<&'a str>,
+    /// The client session's key.
+    pub(crate) session: u64,
+    /// The session's protocol version.
+    pub(crate) version: &'a str,
+    /// The client's id.
+    pub(crate) id: &'a Id,
+    /// The client's address, when its transport has one.
+    pub(crate) peer: Option<IpAddr>,
+    /// The trace context the client sent.
+    pub(crate) trace: &'a RequestTrace,
+}
+
 /// The span of one client request.
-pub(crate) fn request(req: &ClientRequest) -> Span {
+pub(crate) fn request(req: &RequestFacts<'_>) -> Span {
     if !super::on() {
         return Span::none();
     }
-    let method_name = &*req.method;
-    let (prompt, uri) = prompt_and_uri(method_name, req.params.as_deref());
-    let target = req.tool.as_deref().or(prompt.as_deref());
+    let method_name = req.method;
+    let (prompt, uri) = prompt_and_uri(method_name, req.params);
+    let target = req.tool.or(prompt.as_deref());
     let span = info_span!(
         "mcp.server",
         otel.name = %span_name(method_name, target),
@@ -136,9 +156,9 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
         otel.status_description = Empty,
         mcp.method.name = %label(method_name),
         jsonrpc.protocol.version = "2.0",
-        mcp.session.id = %req.session.key,
-        mcp.protocol.version = %req.session.version,
-        jsonrpc.request.id = %id_text(&req.id),
+        mcp.session.id = %req.session,
+        mcp.protocol.version = %req.version,
+        jsonrpc.request.id = %id_text(req.id),
         gen_ai.operation.name = Empty,
         gen_ai.tool.name = Empty,
         gen_ai.prompt.name = Empty,
@@ -149,7 +169,7 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
         seawall.outcome = Empty,
         seawall.correlation_id = Empty,
     );
-    if let Some(tool) = &req.tool {
+    if let Some(tool) = req.tool {
         span.record("gen_ai.tool.name", label(tool));
         span.record("gen_ai.operation.name", "execute_tool");
     }
@@ -162,7 +182,7 @@ pub(crate) fn request(req: &ClientRequest) -> Span {
     if let Some(peer) = req.peer {
         span.record("client.address", tracing::field::display(peer));
     }
-    continue_trace(&span, &req.trace);
+    continue_trace(&span, req.trace);
     span
 }
 

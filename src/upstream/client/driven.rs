@@ -25,8 +25,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use super::chain;
-use crate::call::UpstreamError;
+use crate::call::{Cause, UpstreamError};
 use crate::h1::{self, BodyDecoder, Step};
 use crate::workers;
 
@@ -96,7 +95,7 @@ impl Conn {
                 Ok(0) => return Err(Failed::Sent(UpstreamError::Io("the connection closed while writing".into()))),
                 Ok(n) => written += n,
                 Err(e) if written == 0 => return Err(Failed::Unsent(e)),
-                Err(e) => return Err(Failed::Sent(UpstreamError::Io(chain(&e)))),
+                Err(e) => return Err(Failed::Sent(UpstreamError::Io(Cause::of(e)))),
             }
         }
         let mut interim = 0;
@@ -127,7 +126,7 @@ impl Conn {
             match self.io.read_buf(&mut self.buf).await {
                 Ok(0) => return Err(Failed::Sent(UpstreamError::Io("the connection closed before an answer".into()))),
                 Ok(_) => {}
-                Err(e) => return Err(Failed::Sent(UpstreamError::Io(chain(&e)))),
+                Err(e) => return Err(Failed::Sent(UpstreamError::Io(Cause::of(e)))),
             }
         }
     }
@@ -164,7 +163,7 @@ impl Pool {
             let head = match conn.exchange(&request).await {
                 Ok(head) => head,
                 Err(Failed::Unsent(_)) if reused => continue,
-                Err(Failed::Unsent(e)) => return Err(UpstreamError::Io(chain(&e))),
+                Err(Failed::Unsent(e)) => return Err(UpstreamError::Io(Cause::of(e))),
                 Err(Failed::Sent(e)) => return Err(e),
             };
             let framing = h1::framing(&head).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
@@ -223,8 +222,10 @@ impl Pool {
         let port = authority.port_u16().unwrap_or(80);
         let stream = tokio::time::timeout(self.connect_timeout, open(host, port))
             .await
-            .map_err(|_| UpstreamError::Connect(format!("connecting timed out after {:?}", self.connect_timeout)))?
-            .map_err(|e| UpstreamError::Connect(format!("tcp connect error: {e}")))?;
+            .map_err(|_| {
+                UpstreamError::Connect(format!("connecting timed out after {:?}", self.connect_timeout).into())
+            })?
+            .map_err(|e| UpstreamError::Connect(Cause::described(format!("tcp connect error: {e}"), e)))?;
         // Calls are small request/answer exchanges: never hold a segment back.
         let _ = stream.set_nodelay(true);
         Ok(Conn::new(stream))

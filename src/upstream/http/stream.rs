@@ -100,7 +100,7 @@ impl HttpLink {
             while let Some(event) = stream.next().await {
                 let event = event.map_err(|e| match e {
                     sse::SseError::TooLarge(limit) => UpstreamError::TooLarge { limit },
-                    sse::SseError::Body(e) => UpstreamError::Io(e),
+                    sse::SseError::Body(e) => UpstreamError::Io(e.into()),
                 })?;
                 saw_event = true;
                 if let Some(ms) = event.retry {

@@ -181,7 +181,7 @@ impl SseLink {
         match tokio::time::timeout(limit, wait).await {
             Ok(conn) => conn,
             Err(_) => Err(UpstreamError::Connect(match &*self.phase.borrow() {
-                Phase::Down(why) => why.clone(),
+                Phase::Down(why) => why.as_str().into(),
                 _ => "the event stream did not reopen in time".into(),
             })),
         }
@@ -243,7 +243,7 @@ impl SseLink {
         for (name, value) in extra {
             req = req.header(name.as_str(), value.as_str());
         }
-        let resp = req.body(body).send().await.map_err(|e| UpstreamError::from_reqwest(&e))?;
+        let resp = req.body(body).send().await.map_err(|e| crate::upstream::failure::from_reqwest(e))?;
         let status = resp.status();
         if status.is_success() {
             if status != http::StatusCode::ACCEPTED && status != http::StatusCode::NO_CONTENT {

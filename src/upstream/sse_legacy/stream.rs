@@ -79,7 +79,7 @@ impl SseLink {
             .header(ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| handshake_error(UpstreamError::from_reqwest(&e)))?;
+            .map_err(|e| handshake_error(crate::upstream::failure::from_reqwest(e)))?;
         let status = resp.status();
         if !status.is_success() {
             return Err(UpstreamError::Handshake(format!("the event stream was refused with HTTP {status}")));
