@@ -152,16 +152,21 @@ fn main() -> ExitCode {
         },
         Command::Run { config, listen, admin_listen, log_format } => {
             let Some((loaded, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
-            let overrides = seawall::app::Overrides { listen, admin_listen, config_file: Some(config) };
-            let code = block_on(seawall::app::run(loaded, overrides));
+            let overrides = seawall::app::run::Overrides { listen, admin_listen, config_file: Some(config) };
+            let code = block_on(seawall::app::run::run(loaded, overrides));
             telemetry.shutdown();
             code
         }
         Command::Stdio { config, upstream, principal, listen, admin_listen, log_format } => {
             let Some((loaded, telemetry)) = start(&config, log_format) else { return ExitCode::FAILURE };
-            let options =
-                seawall::app::StdioOptions { upstream, principal, listen, admin_listen, config_file: Some(config) };
-            let code = block_on(seawall::app::run_stdio(loaded, options));
+            let options = seawall::app::stdio::StdioOptions {
+                upstream,
+                principal,
+                listen,
+                admin_listen,
+                config_file: Some(config),
+            };
+            let code = block_on(seawall::app::stdio::run_stdio(loaded, options));
             telemetry.shutdown();
             code
         }

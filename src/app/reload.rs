@@ -37,7 +37,8 @@ use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::mpsc;
 
-use super::{ClientLayers, ClientParts, connect_to, routing, stop_shared, upstream_handle};
+use super::upstreams::{connect_to, stop_shared, upstream_handle};
+use super::{ClientLayers, ClientParts, routing};
 use crate::client::CacheLayer;
 use crate::config::{Config, UpstreamConfig};
 use crate::control::{Reloaded, Reloads, Trigger};

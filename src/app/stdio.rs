@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{Core, HttpFront, admin_limits};
+use super::run::{Core, HttpFront, admin_limits};
 use crate::config::Config;
 use crate::downstream::listener;
 use crate::downstream::stdio::StdioClient;

@@ -23,7 +23,7 @@ fn gateway(upstreams: usize) -> (Upstreams, Arc<Breakers>) {
     }
     let config = Config::parse(&yaml, "test.yaml").unwrap();
     let breakers = Arc::new(Breakers::new().with_tool_limit(TOOLS));
-    let built = crate::app::build_upstreams(&config, &breakers).unwrap();
+    let built = crate::app::upstreams::build_upstreams(&config, &breakers).unwrap();
     (built, breakers)
 }
 
