@@ -2,6 +2,7 @@
 //! request, notification or response, end a session. Transport-independent.
 
 mod initialize;
+mod listen;
 mod modern;
 mod resume;
 
