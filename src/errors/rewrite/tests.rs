@@ -1,10 +1,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::upstream::*;
 use super::*;
-use crate::call::UpstreamError;
+use crate::call::{Answer, UpstreamError};
+use crate::catalog::ToolInfo;
 
 /// What the client sees for an upstream's reply, read as the stack reads it.
 fn reply(
