@@ -14,6 +14,7 @@
 //! it, never on each other.
 
 mod answer;
+mod cause;
 mod clock;
 mod events;
 mod failure;
@@ -21,9 +22,10 @@ mod request;
 mod transport;
 
 pub use answer::{Answer, Health, Reply};
+pub use cause::{Cause, chain};
 pub use clock::Clock;
 pub use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
-pub use failure::{ArgumentViolation, Cause, Class, GatewayError, Origin, Retry, UpstreamError, chain};
+pub use failure::{ArgumentViolation, Class, GatewayError, Origin, Retry, UpstreamError};
 pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
 pub use transport::{CallFuture, Holding, SendAttempt, UpstreamService};
 
