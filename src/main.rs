@@ -8,12 +8,10 @@ use clap::{Parser, Subcommand};
 use seawall::config::Config;
 use seawall::telemetry::{self, LogFormat};
 
-mod allocator;
-
 /// mimalloc keeps per-thread heaps: the glibc allocator's arenas serialise the runtime's
 /// worker threads under load and cost a fifth of the CPU of a proxied call.
 #[global_allocator]
-static ALLOCATOR: allocator::Allocator = allocator::Allocator;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// seawall: a resilient gateway for MCP servers.
 ///

@@ -1,8 +1,8 @@
 //! The deployment files stay in step with the code:
 //! * `deploy/Dockerfile` builds on the crate's rust-version, runs unprivileged and checks
 //!   its health with `seawall health`, which works against a real admin listener;
-//! * the build to deploy (`scripts/build-production`, which the image, the bench and the
-//!   link order use) hands rustc the profile in `deploy/pgo`, and this toolchain reads it;
+//! * the build to deploy (`scripts/build-production`, which the image and the bench
+//!   use) hands rustc the profile in `deploy/pgo`, and this toolchain reads it;
 //! * the Kubernetes base and its Redis overlay render with `kubectl kustomize`, pass
 //!   `kubernetes-validate --strict` (the Kubernetes schemas, offline), and hang together
 //!   (probes on the admin port, selectors, the generated ConfigMap, the session key's
@@ -54,35 +54,9 @@ fn authority(url: &str) -> &str {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn the_hot_function_list_is_the_one_the_build_and_the_image_use() {
-    // build.rs hands this file to the linker; the image copies both.
-    let build = read("build.rs");
-    assert!(build.contains("const ORDER: &str = \"deploy/link-order.txt\";"), "build.rs reads deploy/link-order.txt");
-    let dockerfile = read("deploy/Dockerfile");
-    assert!(dockerfile.contains("COPY Cargo.toml Cargo.lock build.rs ./"), "the image builds with build.rs");
-    assert!(dockerfile.contains("COPY deploy/link-order.txt ./deploy/link-order.txt"), "and with the list");
-    // The image strips after the build: a profile setting would rename what the list names.
-    assert!(!dockerfile.contains("CARGO_PROFILE_PRODUCTION"), "the image builds the profile as Cargo.toml has it");
-
-    // The list names functions (mangled, one per line), the request path's among them.
-    let list = read("deploy/link-order.txt");
-    let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
-    assert!(names.len() >= 100, "{} functions", names.len());
-    assert!(names.iter().all(|n| !n.contains(char::is_whitespace)), "one name per line");
-    for part in [
-        "jsonrpc6decode",
-        "streamable_http11session_for",
-        "Router$GT$12forward_call",
-        "seawall..resilience..retry..Retry",
-    ] {
-        assert!(names.iter().any(|n| n.contains(part)), "the list has {part}");
-    }
-}
-
-#[test]
 fn the_build_to_deploy_is_optimised_with_the_profile_in_the_repository_which_this_rustc_reads() {
-    // One way to build what is deployed: the image, the bench and the link order's
-    // profile all go through scripts/build-production, which hands rustc the profile.
+    // One way to build what is deployed: the image and the bench go through
+    // scripts/build-production, which hands rustc the profile.
     let script = read("scripts/build-production");
     assert!(script.contains(r#"profile="$PWD/deploy/pgo/seawall.profdata""#), "{script}");
     assert!(script.contains("-Cprofile-use=$profile"), "{script}");
@@ -95,9 +69,9 @@ fn the_build_to_deploy_is_optimised_with_the_profile_in_the_repository_which_thi
     ] {
         assert!(dockerfile.contains(line), "the image: {line}");
     }
-    for user in ["scripts/bench", "scripts/link-order"] {
-        assert!(read(user).lines().any(|l| l.trim() == "scripts/build-production"), "{user} builds with it");
-    }
+    assert!(read("scripts/bench").lines().any(|l| l.trim() == "scripts/build-production"), "the bench builds with it");
+    // The image strips after the build: a profile setting would rename what the profile names.
+    assert!(!dockerfile.contains("CARGO_PROFILE_PRODUCTION"), "the image builds the profile as Cargo.toml has it");
 
     // LLVM's indexed profile format, and one this toolchain reads: rustc only warns about
     // a profile it cannot read (another LLVM's format version, a damaged file) and builds

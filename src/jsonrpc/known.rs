@@ -35,7 +35,7 @@ const STAND_INS: [&str; 3] = ["0.1234567890123", "0.9876543210987", "0.555555555
 
 /// One upstream's last large results.
 #[derive(Default)]
-pub(crate) struct KnownResults {
+pub struct KnownResults {
     /// As decoded before: handing one out again is a copy, not another reading.
     results: Mutex<Vec<Arc<RawValue>>>,
 }
@@ -43,7 +43,7 @@ pub(crate) struct KnownResults {
 impl KnownResults {
     /// Decodes one message like [`decode`], finding a known result instead of reading
     /// it, and remembering a large new one.
-    pub(crate) fn decode(&self, text: &str) -> Result<Message, DecodeError> {
+    pub fn decode(&self, text: &str) -> Result<Message, DecodeError> {
         if text.len() >= MIN_BYTES
             && let Some(message) = self.find(text)
         {
@@ -92,7 +92,7 @@ impl KnownResults {
 
 /// `text` as a response whose result is `result`, when it is one: `result` found in it
 /// byte for byte, and the rest a response envelope whose result is exactly there.
-fn around(text: &str, result: &RawValue) -> Option<Message> {
+pub fn around(text: &str, result: &RawValue) -> Option<Message> {
     let (bytes, wanted) = (text.as_bytes(), result.get().as_bytes());
     let head = &wanted[..HEAD.min(wanted.len())];
     for at in memchr::memmem::find_iter(bytes, head).take(MAX_PLACES) {

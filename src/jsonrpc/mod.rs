@@ -12,7 +12,8 @@ mod known;
 
 pub use id::Id;
 use id::null_raw;
-pub(crate) use known::KnownResults;
+#[doc(hidden)] // public for the fuzz target `known`
+pub use known::{KnownResults, around as known_around};
 
 /// Standard JSON-RPC and MCP error codes the gateway itself emits.
 pub(crate) mod code {
