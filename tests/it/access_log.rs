@@ -1,11 +1,10 @@
 //! The access log through the real binary: one JSON line per client request, with what
 //! became of it, in the configured file; nothing when it is off.
 
-
 use std::time::Duration;
 
-use crate::support::{Seawall, TestDir, Upstream, config_yaml};
 use crate::support::mcp_client::Client;
+use crate::support::{Seawall, TestDir, Upstream, config_yaml};
 use serde_json::{Value, json};
 
 fn lines(path: &std::path::Path) -> Vec<Value> {

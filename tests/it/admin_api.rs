@@ -3,18 +3,13 @@
 //! closing it), closing and resetting it, ejecting and restoring a replica, the token,
 //! the configuration with its secrets masked, and the schema.
 
-
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall, text_of};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "admin-token-for-the-tests-0123";
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
 
 /// The admin API of a running gateway.
 struct Api {

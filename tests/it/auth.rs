@@ -3,9 +3,8 @@
 //! metadata document is served unauthenticated, a session belongs to the principal that
 //! opened it, and the client's token never reaches an upstream.
 
-
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall};
 use serde_json::{Value, json};
 
 const CI_KEY: &str = "ci-key-0123456789abcdef";

@@ -3,16 +3,15 @@
 //! rotation that makes seawall fetch the JWKS again (at most once per 10 s), and every
 //! kind of bad token refused with 401.
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::Seawall;
+use crate::support::mcp_client::Client;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use crate::support::Seawall;
-use crate::support::mcp_client::Client;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 

@@ -3,9 +3,8 @@
 //! reaches the upstream, `default: deny` denies what no rule allows, and the first
 //! matching rule decides; on `/mcp/<upstream>` patterns match the unprefixed names.
 
-
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall};
 use serde_json::{Value, json};
 
 const CI_KEY: &str = "ci-key-0123456789abcdef";

@@ -4,20 +4,11 @@
 //! that do not cut an upstream off, hung replicas avoided, and upstream breakers that
 //! announce the tools they hide.
 
-
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml, text_of};
 use serde_json::{Value, json};
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
-
-async fn metrics(gw: &Seawall) -> String {
-    reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unclaimed_resource_read_has_one_deadline_and_a_timeout_is_not_not_found() {
@@ -176,7 +167,7 @@ async fn a_request_the_client_cancels_is_counted_as_cancelled() {
     let line = r#"seawall_requests_total{upstream="remote",method="tools/call",tool="sleep",outcome="cancelled"} 1"#;
     let mut text = String::new();
     for _ in 0..20 {
-        text = metrics(&gw).await;
+        text = gw.metrics().await;
         if text.contains(line) {
             return;
         }

@@ -16,14 +16,13 @@
 //! Two more runs use the default configuration and assert the availability targets
 //! every time (below).
 
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use parking_lot::Mutex;

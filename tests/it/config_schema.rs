@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::support::TestDir;
+
 const SCHEMA_FILE: &str = "config/seawall.schema.json";
 const MODELINE: &str = "# yaml-language-server: $schema=";
 
@@ -110,7 +112,7 @@ fn every_example_config_names_the_schema_and_passes_it_and_the_loader() {
 /// `text` with the session key files it names that are not here — those a deployment
 /// mounts, such as the Kubernetes Secret at `/var/run/secrets/seawall` — replaced by
 /// files of a generated key, kept in the returned directory.
-fn with_mounted_key_files(text: &str) -> (String, Option<tempdir::Dir>) {
+fn with_mounted_key_files(text: &str) -> (String, Option<TestDir>) {
     let config: Value = yaml_serde::from_str(text).unwrap_or(Value::Null);
     let missing: Vec<String> = ["key_file", "previous_key_file"]
         .iter()
@@ -121,35 +123,15 @@ fn with_mounted_key_files(text: &str) -> (String, Option<tempdir::Dir>) {
     if missing.is_empty() {
         return (text.to_owned(), None);
     }
-    let dir = tempdir::Dir::new();
+    let dir = TestDir::new("schema-keys");
     let mut text = text.to_owned();
     for (i, path) in missing.iter().enumerate() {
         let key = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
-        let local = dir.0.join(format!("key-{i}"));
+        let local = dir.path().join(format!("key-{i}"));
         std::fs::write(&local, format!("{key}\n")).expect("write a key file");
         text = text.replace(path.as_str(), &local.display().to_string());
     }
     (text, Some(dir))
-}
-
-mod tempdir {
-    /// A directory under the system temp dir, removed on drop.
-    pub struct Dir(pub std::path::PathBuf);
-
-    impl Dir {
-        pub fn new() -> Dir {
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let path = std::env::temp_dir().join(format!("seawall-schema-keys-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&path).expect("create a temp dir");
-            Dir(path)
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }
 
 /// Documents the schema and the loader both refuse, and some both accept.

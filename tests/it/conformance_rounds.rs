@@ -17,17 +17,15 @@
 //! fails the test. `SEAWALL_CONFORMANCE_ROUNDS` sets the rounds (default 3). They need
 //! what `tests/run` installs: run them with `bash tests/run --test conformance_rounds`.
 
-
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::mcp_client::Client;
 use crate::support::{
     ConformanceCheck, ConformanceUpstream, Interop, Seawall, Suite, TestDir, Upstream, compare, config_yaml, lines,
     run_suite, tally, wire,
 };
-use crate::support::mcp_client::Client;
 use serde_json::json;
 
 const MODERN: &str = "2026-07-28";

@@ -2,17 +2,12 @@
 //! names, SIGHUP, configuration errors, resource-not-found URIs, -32042 data and
 //! request ids MCP forbids, pretty-printed requests to stdio upstreams.
 
-
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
-use serde_json::{Value, json};
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
+use crate::support::{DemoUpstream, Seawall, text_of};
+use serde_json::json;
 
 /// `/readyz` names a half-open breaker exactly as the metrics do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +41,8 @@ async fn readyz_spells_half_open_like_the_metrics() {
 /// SIGHUP is a reload request, not a reason to drop every session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_leaves_the_gateway_serving() {
-    let mut gw = Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
+    let mut gw =
+        Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
     let c = Client::connect(&gw.url, json!({})).await;
     assert_eq!(text_of(&c.call_tool(1, "demo__echo", json!({"message": "before"})).await), "before");
 
@@ -94,7 +90,8 @@ async fn a_stdio_upstream_that_cannot_start_is_refused_at_once() {
 /// requests with a null id, never echoed; integers of any length still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_that_are_not_strings_or_integers_are_refused() {
-    let gw = Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
+    let gw =
+        Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
     let c = Client::connect(&gw.url, json!({})).await;
     for id in ["1.5", "1e400", "-0", "7.0"] {
         let reply = c.post_raw(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#), &[]).await;
@@ -115,7 +112,8 @@ async fn ids_that_are_not_strings_or_integers_are_refused() {
 /// when seawall itself finds no upstream for it and when the upstream says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_not_found_names_the_uri_the_client_sent() {
-    let upstreams = [crate::support::Upstream::demo_stdio("a", false), crate::support::Upstream::demo_stdio("b", false)];
+    let upstreams =
+        [crate::support::Upstream::demo_stdio("a", false), crate::support::Upstream::demo_stdio("b", false)];
     let gw = Seawall::start(&crate::support::config_yaml(&upstreams, "")).await;
     // `/mcp` asks both upstreams and answers itself; `/mcp/a` relays a's own -32002.
     for url in [gw.url.clone(), gw.upstream_url("a")] {
@@ -154,7 +152,11 @@ async fn url_elicitation_errors_keep_the_url_and_lose_the_secrets() {
     ];
     for mode in ["result", "error"] {
         let extra = format!("errors:\n  tool_failures: {mode}\n");
-        let gw = Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], &extra)).await;
+        let gw = Seawall::start(&crate::support::config_yaml(
+            &[crate::support::Upstream::demo_stdio("demo", false)],
+            &extra,
+        ))
+        .await;
         let c = Client::connect(&gw.url, json!({})).await;
         c.request(1, "tools/list", json!({})).await;
         let reply = c.request(2, "tools/call", json!({"name": "demo__fail", "arguments": {"mode": "elicit"}})).await;
@@ -219,7 +221,8 @@ async fn every_config_problem_is_reported_in_one_run() {
 /// child's stdin: the call is answered, not left to time out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pretty_printed_requests_reach_a_stdio_upstream_as_one_line() {
-    let gw = Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
+    let gw =
+        Seawall::start(&crate::support::config_yaml(&[crate::support::Upstream::demo_stdio("demo", false)], "")).await;
     let c = Client::connect(&gw.upstream_url("demo"), json!({})).await;
     let body = "{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \"tools/call\", \"params\": {\n  \"name\": \"echo\",\r\n  \
                 \"arguments\": {\"message\": \"one\\nline\"}\n}}";

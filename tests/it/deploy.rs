@@ -13,14 +13,13 @@
 //!   the OpenTelemetry collector are wired to the services seawall and Prometheus use;
 //! * every seawall config they carry passes `Config::parse_with_env`.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use base64::Engine as _;
 use crate::support::{Interop, Seawall, TestDir, Upstream, config_yaml, prometheus_binary, seawall_bin};
+use base64::Engine as _;
 use seawall::config::Config;
 use serde_json::Value;
 

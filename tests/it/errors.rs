@@ -3,12 +3,11 @@
 //! upstream traffic and malformed structured output is withheld. Assertions are on the
 //! raw bytes of the HTTP responses.
 
-
 use std::sync::atomic::Ordering;
 
-use crate::support::Seawall;
 use crate::support::fake_upstream::PLANTED;
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{Seawall, text_of};
 use serde_json::{Value, json};
 
 fn assert_clean(what: &str, reply: &Reply) {
@@ -23,10 +22,6 @@ fn assert_clean(what: &str, reply: &Reply) {
     assert!(reply.raw.len() < 8 * 1024, "{what}: {} bytes", reply.raw.len());
     let id = &reply.response()["id"];
     assert!(!id.is_null(), "{what}: the id was readable, so it must be echoed");
-}
-
-fn text_of(v: &Value) -> String {
-    v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
 async fn gateway(extra: &str) -> (Seawall, Client, std::sync::Arc<crate::support::fake_upstream::Counters>) {

@@ -9,14 +9,13 @@
 //!   ([`STRICTER`], each with its reason);
 //! * every vector is a seed of the fuzz target `h1`.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use crate::support::{Seawall, config_yaml};
 use crate::support::front_wire::{addr_of, nowhere, raw_exchange};
 use crate::support::h1_vectors::{Expect, FOLLOW_UP, Vector, with_host};
+use crate::support::{Seawall, config_yaml};
+use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use seawall::h1_offline::{self, End};
 use serde_json::Value;

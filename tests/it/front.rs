@@ -2,13 +2,11 @@
 //! the descriptor budget, session caps, Host/Origin/Content-Type edge cases, GET streams
 //! that end with their session, refusals that carry the request's id and are logged.
 
-
-
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall, Stream, Upstream, config_yaml};
 use crate::support::front_wire::*;
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall, Stream, Upstream, assert_overloaded, config_yaml};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -125,16 +123,6 @@ async fn a_low_descriptor_limit_lowers_the_caps_and_keeps_both_listeners_alive()
 // ---------------------------------------------------------------------------------------
 // Items 17 and 4: session caps, answered like every other overload
 // ---------------------------------------------------------------------------------------
-
-fn assert_overloaded(reply: &crate::support::mcp_client::Reply, id: Value) {
-    assert_eq!(reply.status, 503, "{}", reply.raw);
-    let retry = reply.header("retry-after").expect("Retry-After");
-    let body = reply.response();
-    assert_eq!(body["id"], id, "{}", reply.raw);
-    assert_eq!(body["error"]["code"], -32012, "{}", reply.raw);
-    assert_eq!(body["error"]["data"]["retryAfterSeconds"].to_string(), retry);
-    assert!(body["error"]["data"]["correlationId"].as_str().is_some_and(|c| !c.is_empty()), "{}", reply.raw);
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_sessions_is_an_overload_answer() {

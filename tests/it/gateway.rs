@@ -2,11 +2,10 @@
 //! server-to-client traffic, concurrency and stdio supervision. Upstreams are the
 //! built-in demo server, over stdio (child processes of seawall) and over HTTP.
 
-
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml, text_of};
 use serde_json::{Value, json};
 
 /// seawall in front of a per-session stdio demo (`demo`), a shared one (`shared`) and an
@@ -35,10 +34,6 @@ upstreams:
         remote.url, protocol
     );
     Seawall::start(&config).await
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

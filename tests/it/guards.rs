@@ -3,12 +3,11 @@
 //! requests in flight per principal, and rate limits that tell unauthenticated clients
 //! apart by address.
 
-
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{DemoUpstream, Seawall, assert_overloaded};
 use serde_json::{Value, json};
 
 const CI_KEY: &str = "ci-key-0123456789abcdef";
@@ -63,17 +62,6 @@ async fn open(mut c: Client) -> Client {
 
 fn bearer(key: &str) -> String {
     format!("Bearer {key}")
-}
-
-/// Asserts the overload answer of request `id`: -32012, HTTP 503 with `Retry-After`.
-#[track_caller]
-fn assert_overloaded(reply: &Reply, id: Value) {
-    assert_eq!(reply.status, 503, "{}", reply.raw);
-    let retry = reply.header("retry-after").expect("Retry-After");
-    let body = reply.response();
-    assert_eq!(body["id"], id, "{}", reply.raw);
-    assert_eq!(body["error"]["code"], -32012, "{}", reply.raw);
-    assert_eq!(body["error"]["data"]["retryAfterSeconds"].to_string(), retry, "{}", reply.raw);
 }
 
 /// Asserts that a page at [`APP`] may read `reply`.

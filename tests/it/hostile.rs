@@ -5,15 +5,13 @@
 //! by a documented limit; after each the next good request works, and `/healthz` answers
 //! throughout. The header and authority tricks are in `tests/front.rs`.
 
-
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{Seawall, Upstream, config_yaml};
 use crate::support::front_wire::{addr_of, body_of, raw_exchange, status_of};
 use crate::support::mcp_client::Client;
+use crate::support::{Seawall, Upstream, config_yaml};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;

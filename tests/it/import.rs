@@ -3,12 +3,11 @@
 //! `seawall check-config` accept, one of them serves a real `tools/list`, and a config
 //! that names such a file with `include_mcp_servers:` runs as well.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::{Seawall, TestDir, seawall_bin};
 use crate::support::mcp_client::Client;
+use crate::support::{Seawall, TestDir, seawall_bin};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {

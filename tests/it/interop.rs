@@ -4,7 +4,6 @@
 //! They need what `tests/run` installs (Node 22, npm peers, a Python venv) and fail,
 //! rather than skip, without it: run them with `bash tests/run --test interop`.
 
-
 use std::time::Duration;
 
 use crate::support::{

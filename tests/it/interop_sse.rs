@@ -6,7 +6,6 @@
 //! They need what `tests/run` installs (Node 22, the npm peers, the Python venv) and fail,
 //! rather than skip, without it: `bash tests/run --test interop_sse`.
 
-
 use std::ffi::OsString;
 use std::time::Duration;
 

@@ -21,19 +21,19 @@
 //! environment and stdin of every stdio upstream process are searched for them, while
 //! the configured static header and environment variable must be there.
 
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::{Seawall, TestDir};
+use crate::support::front_wire::addr_of;
 use crate::support::leak_findings::{Findings, inspect_http_upstreams, inspect_stdio_upstreams, planted_leaks};
 use crate::support::leak_fronts::{CLIENT_KEY, Front, Session, StdioCaptures, Target, credentials};
 use crate::support::leaky_upstream::LeakyUpstream;
-use parking_lot::Mutex;
 use crate::support::planted::Kind;
-use serde_json::{Value, json};
 use crate::support::tap::Tap;
+use crate::support::{Seawall, TestDir};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
 
 /// The configured upstream credentials: they must reach the upstreams.
 const UPSTREAM_HEADER: (&str, &str) = ("x-upstream-token", "up5tream-St4tic-T0ken-Qm2");
@@ -341,11 +341,6 @@ async fn front_cells(front: Front, endpoint: Endpoint<'_>, tally: &Mutex<Tally>)
 
 // --- the inspection -----------------------------------------------------------------------
 
-fn addr_of(url: &str) -> std::net::SocketAddr {
-    let rest = url.trim_start_matches("http://");
-    rest.split('/').next().unwrap_or_default().parse().unwrap_or_else(|e| panic!("{url}: {e}"))
-}
-
 /// The admin listener's pages and documents.
 fn admin_paths() -> Vec<String> {
     let mut paths = vec!["/".to_owned(), "/status.json".into(), "/status.json?all=1".into(), "/metrics".into()];
@@ -513,15 +508,21 @@ async fn a_stdio_servers_stderr_reaches_the_log_without_its_credentials() {
     let python = std::env::var("SEAWALL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/support/leaky_stdio.py");
     let args = [script.to_owned(), plan.display().to_string(), records.display().to_string()];
-    let upstream =
-        crate::support::Upstream::Stdio { name: "leaky".into(), command: python, args: args.into(), per_session: false };
+    let upstream = crate::support::Upstream::Stdio {
+        name: "leaky".into(),
+        command: python,
+        args: args.into(),
+        per_session: false,
+    };
     let mut gw = Seawall::start(&crate::support::config_yaml(&[upstream], "")).await;
     let client = crate::support::mcp_client::Client::connect(&gw.url, json!({})).await;
     client.request(1, "tools/call", json!({"name": "leaky__crash", "arguments": {}})).await;
     // The process dies, and its successor says its first line again.
     for what in ["stdio upstream exited", "stdio upstream ready"] {
         gw.proc
-            .wait_for_line(crate::support::Stream::Stderr, Duration::from_secs(10), what, |l| l.contains(what).then_some(()))
+            .wait_for_line(crate::support::Stream::Stderr, Duration::from_secs(10), what, |l| {
+                l.contains(what).then_some(())
+            })
             .await;
     }
     gw.stop(Duration::from_secs(5)).await;
@@ -533,7 +534,10 @@ async fn a_stdio_servers_stderr_reaches_the_log_without_its_credentials() {
     );
     assert!(stderr_lines.iter().any(|l| l.contains("Traceback")), "the dying words are logged:\n{log}");
     for secret in STDERR_CREDENTIALS {
-        assert!(crate::support::planted::find(log.as_bytes(), secret).is_none(), "{secret:?} reached seawall's log:\n{log}");
+        assert!(
+            crate::support::planted::find(log.as_bytes(), secret).is_none(),
+            "{secret:?} reached seawall's log:\n{log}"
+        );
     }
     for line in stderr_lines {
         assert!(!line.bytes().any(|b| b.is_ascii_control() && b != b'\t'), "a raw control byte: {line:?}");

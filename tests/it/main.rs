@@ -39,5 +39,5 @@ mod shutdown;
 mod sse;
 mod status_page;
 mod stdio_client;
-mod tracing;
 mod support;
+mod tracing;

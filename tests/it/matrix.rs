@@ -27,13 +27,12 @@
 //! interop tests cover the SDKs. Cells run concurrently; a table of the results, and the
 //! reasons of the cells listed in [`EXPECTED_FAILURES`], is printed (`-- --nocapture`).
 
-
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall, StdioSeawall, TestDir, Upstream, config_yaml};
+use crate::support::{DemoUpstream, Seawall, StdioSeawall, TestDir, Upstream, config_yaml, text_of};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
@@ -437,10 +436,6 @@ impl Exchange {
             None => panic!("expected a result, got {}", self.answer),
         }
     }
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
 /// A sampling result carrying `text`.

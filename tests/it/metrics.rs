@@ -6,12 +6,11 @@
 //! error (and `promtool check rules` passes), and fires the error-ratio alert for the
 //! failing tool.
 
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Prometheus, Seawall, TestDir, prometheus_binary};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Prometheus, Seawall, TestDir, prometheus_binary};
 use serde_json::{Value, json};
 
 const KEY: &str = "metrics-key-0123456789abcdef";
@@ -103,10 +102,6 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     panic!("timed out waiting until {what}");
 }
 
-async fn metrics(gw: &Seawall) -> String {
-    reqwest::get(format!("{}/metrics", gw.admin_url)).await.expect("GET /metrics").text().await.expect("metrics text")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_scripted_scenario_the_metrics_show_the_exact_counts() {
     let remote = DemoUpstream::start(true, &[]).await;
@@ -165,7 +160,7 @@ async fn after_a_scripted_scenario_the_metrics_show_the_exact_counts() {
     // The cancelled call's attempt and request are counted as it unwinds: wait for it.
     let mut text = String::new();
     for _ in 0..50 {
-        text = metrics(&gw).await;
+        text = gw.metrics().await;
         if expected.iter().all(|(series, value)| value_of(&text, series) == Some((*value).to_owned())) {
             return;
         }

@@ -4,11 +4,10 @@
 //! closing the response stream, and multi round-trip requests bridging a legacy
 //! upstream's sampling request into an `input_required` result.
 
-
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
 use serde_json::{Value, json};
 
 const VERSION: &str = "2026-07-28";

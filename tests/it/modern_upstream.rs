@@ -6,11 +6,10 @@
 //! GET stream served by `subscriptions/listen`), and `protocol: modern` in front of a
 //! legacy-only server finds it unavailable.
 
-
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall};
 use serde_json::{Value, json};
 
 fn yaml(upstreams: &[(&str, &str, &str)]) -> String {

@@ -3,11 +3,10 @@
 //! alone, a global limit counts every request, two gateways sharing one real Redis share
 //! one limit, and a Redis outage fails open or closed as configured, then heals.
 
-
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, RedisServer, Seawall};
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{DemoUpstream, RedisServer, Seawall};
 use serde_json::json;
 
 async fn echo(c: &Client, id: u64, tool: &str) -> Reply {
@@ -30,10 +29,6 @@ fn assert_rate_limited(reply: &Reply, id: u64) {
     assert!(after >= 1, "{}", reply.raw);
     assert_eq!(reply.header("retry-after"), Some(after.to_string()));
     assert!(error["data"]["correlationId"].as_str().is_some_and(|s| !s.is_empty()), "{}", reply.raw);
-}
-
-async fn metrics(gw: &Seawall) -> String {
-    reqwest::get(format!("{}/metrics", gw.admin_url)).await.unwrap().text().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +59,7 @@ async fn a_burst_beyond_a_tool_limit_is_refused_with_429_until_the_limit_refills
         assert!(passed(&reply), "call {id} at 1 per 600 ms: {}", reply.raw);
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
-    let counted = metrics(&gw).await;
+    let counted = gw.metrics().await;
     assert!(counted.contains("seawall_rate_limited_total{scope=\"tool\"}"), "{counted}");
 }
 
@@ -98,7 +93,7 @@ async fn a_tool_pattern_limit_leaves_other_tools_alone_and_a_global_limit_counts
     assert!(list.response().get("result").is_some(), "the 8th request passes: {}", list.raw);
     assert_rate_limited(&add(21).await, 21);
     assert_rate_limited(&c.request(22, "tools/list", json!({})).await, 22);
-    let counted = metrics(&gw).await;
+    let counted = gw.metrics().await;
     assert!(counted.contains("seawall_rate_limited_total{scope=\"global\"} 2"), "{counted}");
     assert!(counted.contains("seawall_rate_limited_total{scope=\"tool\"} 2"), "{counted}");
 }

@@ -5,18 +5,13 @@
 //! configuration in force serving; SIGHUP and a change of the file reload without being
 //! asked; a reload replaces the API keys.
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall, children_of};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, Seawall, children_of, text_of};
 use serde_json::{Value, json};
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
 
 /// Replaces the configuration file the way editors do: a new file renamed over it.
 fn rewrite(gw: &Seawall, yaml: &str) {

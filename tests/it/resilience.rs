@@ -3,18 +3,13 @@
 //! retry budget under an outage, and load shedding; over stdio: a process death blamed
 //! on the tool that caused it, not on those merely in flight.
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::Client;
-use serde_json::{Value, json};
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
+use crate::support::{DemoUpstream, Seawall, text_of};
+use serde_json::json;
 
 async fn gateway(upstreams: &str, defaults: &str) -> Seawall {
     Seawall::start(&format!("defaults:\n{defaults}\nupstreams:\n{upstreams}")).await

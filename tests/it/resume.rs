@@ -6,13 +6,12 @@
 //! log lines are tied to no request); POST streams are an HTTP demo's `sleep` with
 //! progress.
 
-
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::support::mcp_client::Client;
 use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
 use futures::StreamExt;
-use crate::support::mcp_client::Client;
 use seawall::sse::Event;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -7,12 +7,11 @@
 //! principal and counts against the caps, and an upstream session that is gone is
 //! re-initialised transparently.
 
-
 use std::time::Duration;
 
-use base64::Engine as _;
-use crate::support::{DemoUpstream, Interop, Nginx, Seawall, TestDir, Upstream, config_yaml, run_script};
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{DemoUpstream, Interop, Nginx, Seawall, TestDir, Upstream, config_yaml, run_script};
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// Three session keys (32 bytes each, base64).

@@ -5,11 +5,10 @@
 //! catches up; a Redis outage leaves breakers local and sharing resumes with Redis; and
 //! breakers not marked `shared` stay per replica.
 
-
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, RedisServer, Seawall};
 use crate::support::mcp_client::Client;
+use crate::support::{DemoUpstream, RedisServer, Seawall, text_of};
 use serde_json::{Value, json};
 
 /// How soon a replica must follow another's transition.
@@ -30,14 +29,6 @@ fn config(demo: &DemoUpstream, redis: &RedisServer, shared: bool, brk: &str, ext
          upstreams:\n  - name: remote\n    url: {}\n",
         redis.url, demo.url
     )
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
-
-async fn metrics(gw: &Seawall) -> String {
-    reqwest::get(format!("{}/metrics", gw.admin_url)).await.expect("metrics").text().await.expect("body")
 }
 
 /// The breaker of `tool` of `remote` as the admin API lists it (`None` before it exists).
@@ -67,8 +58,8 @@ async fn until_state(gw: &Seawall, tool: &str, wanted: &str, within: Duration) -
 async fn until_connected(gw: &Seawall, connected: bool) {
     let line = format!("seawall_breaker_sharing_connected {}", u8::from(connected));
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !metrics(gw).await.contains(&line) {
-        assert!(Instant::now() < deadline, "no `{line}`:\n{}", metrics(gw).await);
+    while !gw.metrics().await.contains(&line) {
+        assert!(Instant::now() < deadline, "no `{line}`:\n{}", gw.metrics().await);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -154,7 +145,7 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     assert_eq!(demo.calls("flaky"), 5, "A's probe and B's call after the close");
     eprintln!("propagation (open, close): {opened:?}, {closed:?}");
 
-    let counted = metrics(&b).await;
+    let counted = b.metrics().await;
     for line in [
         r#"seawall_breaker_remote_transitions_total{upstream="remote",scope="tool",to="open"} 1"#,
         r#"seawall_breaker_remote_transitions_total{upstream="remote",scope="tool",to="closed"} 1"#,
@@ -162,7 +153,7 @@ async fn a_breaker_opened_on_one_replica_opens_on_the_other_and_a_probe_closes_i
     ] {
         assert!(counted.contains(line), "missing {line} in\n{counted}");
     }
-    let counted = metrics(&a).await;
+    let counted = a.metrics().await;
     assert!(
         counted.contains(r#"seawall_breaker_remote_transitions_total{upstream="remote",scope="tool",to="open"} 0"#),
         "A never repeats its own transitions:\n{counted}"
@@ -306,7 +297,7 @@ async fn breakers_not_marked_shared_stay_per_replica() {
     assert_eq!(text_of(&cb.call_tool(2, "remote__echo", json!({"message": "b"})).await), "b");
     assert_eq!(demo.calls("flaky"), flaky + 1, "B called the upstream");
     for gw in [&a, &b] {
-        assert!(!metrics(gw).await.contains("seawall_breaker_sharing_connected"), "no link without shared breakers");
+        assert!(!gw.metrics().await.contains("seawall_breaker_sharing_connected"), "no link without shared breakers");
     }
 }
 

@@ -4,11 +4,10 @@
 //! closed, stdio children are gone, and the exit status is 0. `drain_delay` keeps
 //! serving while readiness fails; a second signal ends the grace period at once.
 
-
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall};
 use crate::support::mcp_client::{Client, Reply};
+use crate::support::{DemoUpstream, Seawall};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};

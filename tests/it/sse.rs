@@ -3,12 +3,11 @@
 //! upstreams with `transport: sse` (the demo's `/sse`). The sessions are the gateway's
 //! own, so authentication, caps, limits and resilience apply as for Streamable HTTP.
 
-
 use std::time::{Duration, Instant};
 
-use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml};
+use crate::support::sse_client::{SseClient, WAIT};
+use crate::support::{DemoUpstream, Seawall, Upstream, config_yaml, text_of};
 use serde_json::{Value, json};
-use crate::support::sse_client::{SseClient, WAIT, text_of};
 
 /// seawall in front of the demo twice: `remote` over Streamable HTTP, `old` over HTTP+SSE.
 async fn gateway(remote: &DemoUpstream, old: &DemoUpstream, extra: &str) -> Seawall {

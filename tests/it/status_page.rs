@@ -3,15 +3,14 @@
 //! page rendered by headless Chromium (the open breaker in its DOM, names from an
 //! upstream shown as text, a screenshot kept), and 50 upstreams of 2,000 tools each.
 
-
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::support::mcp_client::Client;
+use crate::support::{Chromium, DemoUpstream, Seawall};
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use crate::support::{Chromium, DemoUpstream, Seawall};
-use crate::support::mcp_client::Client;
 use serde_json::{Value, json};
 
 /// A tool name no page may turn into markup.

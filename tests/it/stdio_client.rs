@@ -4,19 +4,15 @@
 //! The SDK tests need what `tests/run` installs (the Python venv, Node 22 and the npm
 //! peers); the raw tests need nothing but the binary.
 
-
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    DemoUpstream, Interop, StdioSeawall, TestDir, Upstream, children_of, config_yaml, is_alive, run_script, seawall_bin,
+    DemoUpstream, Interop, StdioSeawall, TestDir, Upstream, children_of, config_yaml, is_alive, run_script,
+    seawall_bin, text_of,
 };
 use serde_json::{Value, json};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
-
-fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
 
 /// A stdio demo upstream (`demo`, one process per session, recording to `record`) and,
 /// when given, an HTTP one (`remote`); the file's `listen`/`admin_listen` replaced by

@@ -4,13 +4,12 @@
 //! `_meta`), every client front, the `OTEL_*` variables, gRPC export, the flush at
 //! shutdown, dropped spans counted, and nothing at all when tracing is off.
 
-
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::{DemoUpstream, Seawall, StdioSeawall, TestDir, seawall_bin};
 use crate::support::mcp_client::Client;
 use crate::support::otlp::{Behaviour, Collector, Received};
+use crate::support::{DemoUpstream, Seawall, StdioSeawall, TestDir, seawall_bin};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -241,7 +241,8 @@ pub fn wire(check: Option<&ConformanceCheck>) -> String {
 /// through seawall shows: on 127.0.0.1 and a free port, printing its URL as
 /// `listening on http://127.0.0.1:PORT/mcp`.
 pub struct ConformanceUpstream {
-    pub proc: Proc,
+    /// Held for its `Drop`, which stops the process.
+    _proc: Proc,
     /// `http://127.0.0.1:PORT/mcp`.
     pub url: String,
 }
@@ -273,28 +274,6 @@ impl ConformanceUpstream {
                 l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
             })
             .await;
-        ConformanceUpstream { proc, url }
-    }
-}
-
-/// `tests/interop/python/everything_server.py`: a server on the official Python SDK that
-/// serves both eras on one endpoint and implements what the conformance suite's server
-/// scenarios ask for, on 127.0.0.1 and a free port.
-pub struct PythonEverything {
-    pub proc: Proc,
-    /// `http://127.0.0.1:PORT/mcp`.
-    pub url: String,
-}
-
-impl PythonEverything {
-    pub async fn start(interop: &Interop) -> PythonEverything {
-        let script = interop.path("python/everything_server.py");
-        let mut proc = Proc::spawn("everything_server.py", interop.python_command([script.as_os_str()]));
-        let url = proc
-            .wait_for_line(Stream::Stdout, START_TIMEOUT, "`listening on http://...`", |l| {
-                l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
-            })
-            .await;
-        PythonEverything { proc, url }
+        ConformanceUpstream { _proc: proc, url }
     }
 }

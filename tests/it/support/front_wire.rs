@@ -10,8 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::Command;
 
-use crate::support::{Proc, START_TIMEOUT, Seawall, Stream, TestDir, Upstream, seawall_bin};
 use crate::support::mcp_client::Client;
+use crate::support::{Proc, START_TIMEOUT, Seawall, Stream, TestDir, Upstream, seawall_bin};
 
 /// An HTTP upstream nobody listens on: sessions open (with the upstream down) without
 /// any upstream process.
@@ -79,16 +79,15 @@ pub async fn start_custom(config: &str, wrapper: &[&str], env: &[(&str, &str)]) 
     let mut proc = Proc::spawn("seawall", cmd);
     let (mut url, mut admin_url) = (None, None);
     while url.is_none() || admin_url.is_none() {
-        let line = proc
-            .wait_for_line(Stream::Stdout, START_TIMEOUT, "its `listening` lines", |l| Some(l.to_owned()))
-            .await;
+        let line =
+            proc.wait_for_line(Stream::Stdout, START_TIMEOUT, "its `listening` lines", |l| Some(l.to_owned())).await;
         if let Some(u) = line.strip_prefix("seawall admin listening on ") {
             admin_url = Some(u.trim().to_owned());
         } else if let Some(u) = line.strip_prefix("seawall listening on ") {
             url = Some(u.trim().to_owned());
         }
     }
-    Seawall { proc, url: url.expect("url"), admin_url: admin_url.expect("admin"), config_path, dir }
+    Seawall { proc, url: url.expect("url"), admin_url: admin_url.expect("admin"), config_path, _dir: dir }
 }
 
 /// Waits until the process has printed `needle` (lines already consumed included).

@@ -134,3 +134,21 @@ pub async fn until_logged(gw: &Seawall, texts: &[&str]) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The text of a tool result's first content item (empty when there is none).
+pub fn text_of(result: &serde_json::Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Asserts the overload answer of request `id`: -32012, HTTP 503 with `Retry-After`, the
+/// same number of seconds in the error's data, and a correlation id.
+#[track_caller]
+pub fn assert_overloaded(reply: &mcp_client::Reply, id: serde_json::Value) {
+    assert_eq!(reply.status, 503, "{}", reply.raw);
+    let retry = reply.header("retry-after").expect("Retry-After");
+    let body = reply.response();
+    assert_eq!(body["id"], id, "{}", reply.raw);
+    assert_eq!(body["error"]["code"], -32012, "{}", reply.raw);
+    assert_eq!(body["error"]["data"]["retryAfterSeconds"].to_string(), retry, "{}", reply.raw);
+    assert!(body["error"]["data"]["correlationId"].as_str().is_some_and(|c| !c.is_empty()), "{}", reply.raw);
+}

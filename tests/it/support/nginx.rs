@@ -11,10 +11,12 @@ use super::process::Proc;
 
 /// A running nginx.
 pub struct Nginx {
-    pub proc: Proc,
+    /// Held for its `Drop`, which stops the process.
+    _proc: Proc,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
-    pub dir: TestDir,
+    /// Held for its `Drop`, which removes the directory.
+    _dir: TestDir,
 }
 
 /// nginx: `SEAWALL_TEST_NGINX`, then `nginx` on PATH, then `/usr/sbin/nginx`; panics
@@ -86,6 +88,6 @@ http {{
             assert!(Instant::now() < deadline, "nginx does not listen on {port}:\n{}", proc.output());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Nginx { proc, url: format!("http://127.0.0.1:{port}"), dir }
+        Nginx { _proc: proc, url: format!("http://127.0.0.1:{port}"), _dir: dir }
     }
 }

@@ -47,10 +47,6 @@ impl Proc {
         Proc { name: name.to_owned(), child, log, lines, echo }
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     pub fn id(&self) -> Option<u32> {
         self.child.id()
     }

@@ -13,7 +13,8 @@ use super::process::{Proc, Stream};
 
 /// A running Prometheus; dropping it stops the process.
 pub struct Prometheus {
-    pub proc: Proc,
+    /// Held for its `Drop`, which stops the process.
+    _proc: Proc,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     http: reqwest::Client,
@@ -46,7 +47,7 @@ impl Prometheus {
         })
         .await;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
-        Prometheus { proc, url: format!("http://127.0.0.1:{port}"), http }
+        Prometheus { _proc: proc, url: format!("http://127.0.0.1:{port}"), http }
     }
 
     /// The `data` of an API answer at `path` (e.g. `/api/v1/alerts`), which must succeed.

@@ -80,7 +80,8 @@ pub struct Seawall {
     /// `http://127.0.0.1:PORT` of the admin listener.
     pub admin_url: String,
     pub config_path: PathBuf,
-    pub dir: TestDir,
+    /// Held for its `Drop`, which removes the directory.
+    pub _dir: TestDir,
 }
 
 impl Seawall {
@@ -138,12 +139,18 @@ impl Seawall {
         }
         let url = url.expect("url");
         assert!(url.starts_with("http://127.0.0.1:"), "seawall listens on {url}, not loopback");
-        Seawall { proc, url, admin_url: admin_url.expect("admin url"), config_path, dir }
+        Seawall { proc, url, admin_url: admin_url.expect("admin url"), config_path, _dir: dir }
     }
 
     /// `http://127.0.0.1:PORT/mcp/<upstream>`: one upstream, names unchanged.
     pub fn upstream_url(&self, upstream: &str) -> String {
         format!("{}/{upstream}", self.url.trim_end_matches('/'))
+    }
+
+    /// The admin listener's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        let response = reqwest::get(format!("{}/metrics", self.admin_url)).await.expect("GET /metrics");
+        response.text().await.expect("the metrics text")
     }
 
     /// SIGTERM and wait for a clean exit (up to `grace`, then SIGKILL).

@@ -100,21 +100,6 @@ impl SseClient {
         self.post_to(&self.post_url, msg.to_string(), self.token.as_deref()).await.0
     }
 
-    /// The next message on the stream (keep-alives skipped), from the backlog first.
-    pub async fn next_message(&mut self, within: Duration) -> Option<Value> {
-        if !self.backlog.is_empty() {
-            return Some(self.backlog.remove(0));
-        }
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let event = tokio::time::timeout_at(deadline, self.events.recv()).await.ok()??;
-            assert_eq!(event.event.as_deref().unwrap_or("message"), "message", "{event:?}");
-            if let Ok(v) = serde_json::from_str(&event.data) {
-                return Some(v);
-            }
-        }
-    }
-
     /// Waits for the response with `id`; messages before it stay in the backlog.
     pub async fn response(&mut self, id: &Value) -> Value {
         if let Some(i) = self.backlog.iter().position(|m| is_response_to(m, id)) {
@@ -167,18 +152,6 @@ impl SseClient {
         &self.backlog
     }
 
-    /// Waits until the server ends the stream.
-    pub async fn ended(&mut self, within: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            match tokio::time::timeout_at(deadline, self.events.recv()).await {
-                Ok(None) => return true,
-                Ok(Some(_)) => {}
-                Err(_) => return false,
-            }
-        }
-    }
-
     /// Closes the stream (the connection goes with it).
     pub fn close(self) {
         self.reader.abort();
@@ -187,9 +160,4 @@ impl SseClient {
 
 fn is_response_to(msg: &Value, id: &Value) -> bool {
     &msg["id"] == id && (msg.get("result").is_some() || msg.get("error").is_some())
-}
-
-/// The text of a tool result's first content item.
-pub fn text_of(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }

@@ -25,7 +25,8 @@ pub struct StdioSeawall {
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
     pub config_path: PathBuf,
-    pub dir: TestDir,
+    /// Held for its `Drop`, which removes the directory.
+    _dir: TestDir,
 }
 
 impl StdioSeawall {
@@ -64,7 +65,7 @@ impl StdioSeawall {
                 all.push('\n');
             }
         });
-        StdioSeawall { child, stdin, lines, stdout, stderr, config_path, dir }
+        StdioSeawall { child, stdin, lines, stdout, stderr, config_path, _dir: dir }
     }
 
     pub fn pid(&self) -> u32 {

@@ -59,11 +59,6 @@ impl Tap {
         self.conversations.lock().iter().map(|c| c.lock().clone()).collect()
     }
 
-    /// How many connections were relayed.
-    pub fn connections(&self) -> usize {
-        self.conversations.lock().len()
-    }
-
     /// Every byte the connecting side sent (`sent`) or received (`!sent`), one buffer
     /// per connection, followed by the de-framed bodies of its HTTP messages.
     pub fn views(&self, sent: bool) -> Vec<Vec<u8>> {

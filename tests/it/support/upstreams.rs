@@ -16,7 +16,8 @@ pub struct DemoUpstream {
     pub url: String,
     /// The `--record` file (JSON lines), if asked for.
     pub record: Option<PathBuf>,
-    pub dir: TestDir,
+    /// Held for its `Drop`, which removes the directory.
+    _dir: TestDir,
 }
 
 impl DemoUpstream {
@@ -40,7 +41,7 @@ impl DemoUpstream {
                 l.trim().strip_prefix("listening on ").map(|u| u.trim().to_owned())
             })
             .await;
-        DemoUpstream { proc, url, record, dir }
+        DemoUpstream { proc, url, record, _dir: dir }
     }
 
     /// `http://127.0.0.1:PORT/sse`: the same server over HTTP+SSE (2024-11-05).
@@ -70,7 +71,8 @@ impl DemoUpstream {
 /// `@modelcontextprotocol/server-everything` in streamableHttp mode, on 127.0.0.1 and a
 /// free port (through `loopback.cjs`).
 pub struct Everything {
-    pub proc: Proc,
+    /// Held for its `Drop`, which stops the process.
+    _proc: Proc,
     /// `http://127.0.0.1:PORT/mcp`.
     pub url: String,
 }
@@ -90,14 +92,15 @@ impl Everything {
                 l.trim().strip_prefix("LISTENING ").and_then(|p| p.trim().parse().ok())
             })
             .await;
-        Everything { proc, url: format!("http://127.0.0.1:{port}/mcp") }
+        Everything { _proc: proc, url: format!("http://127.0.0.1:{port}/mcp") }
     }
 }
 
 /// `tests/interop/python/sse_server.py`: an MCP server on the official Python SDK's
 /// HTTP+SSE transport (2024-11-05), on 127.0.0.1 and a free port.
 pub struct PythonSseServer {
-    pub proc: Proc,
+    /// Held for its `Drop`, which stops the process.
+    _proc: Proc,
     /// `http://127.0.0.1:PORT/sse`.
     pub url: String,
 }
@@ -111,6 +114,6 @@ impl PythonSseServer {
                 l.trim().strip_prefix("LISTENING ").and_then(|p| p.trim().parse().ok())
             })
             .await;
-        PythonSseServer { proc, url: format!("http://127.0.0.1:{port}/sse") }
+        PythonSseServer { _proc: proc, url: format!("http://127.0.0.1:{port}/sse") }
     }
 }
