@@ -15,7 +15,7 @@
 //! Each round gets a seawall of its own (calls a round leaves waiting for input cannot
 //! trip a breaker in the next). A check that passes directly and fails in any round
 //! fails the test. `SEAWALL_CONFORMANCE_ROUNDS` sets the rounds (default 3). They need
-//! what `tests/run` installs: run them with `bash tests/run --test conformance_rounds`.
+//! what `tests/run` installs: run them with `bash tests/run --test it conformance_rounds::`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! official conformance suite) talking through the real seawall binary.
 //!
 //! They need what `tests/run` installs (Node 22, npm peers, a Python venv) and fail,
-//! rather than skip, without it: run them with `bash tests/run --test interop`.
+//! rather than skip, without it: run them with `bash tests/run --test it interop::`.
 
 use std::time::Duration;
 
@@ -135,7 +135,7 @@ async fn conformance_suite_loses_no_check_through_seawall() {
 
     let Comparison { lost, info, gained } = compare(&direct, &through);
     let summary = format!("conformance direct: {}; through seawall: {}", tally(&direct), tally(&through));
-    // Shown for failing runs, and for passing ones with `bash tests/run --test interop -- --nocapture`.
+    // Shown for failing runs, and for passing ones with `bash tests/run --test it interop:: -- --nocapture`.
     println!("{summary}");
     if !gained.is_empty() {
         println!("passing only through seawall:\n{}", gained.join("\n"));

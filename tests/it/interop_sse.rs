@@ -4,7 +4,7 @@
 //! HTTP+SSE) and of a server on the official Python SDK's HTTP+SSE transport.
 //!
 //! They need what `tests/run` installs (Node 22, the npm peers, the Python venv) and fail,
-//! rather than skip, without it: `bash tests/run --test interop_sse`.
+//! rather than skip, without it: `bash tests/run --test it interop_sse::`.
 
 use std::ffi::OsString;
 use std::time::Duration;

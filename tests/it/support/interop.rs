@@ -33,7 +33,7 @@ impl Interop {
                 _ => panic!(
                     "{name} is not set ({what}). The interop tests need Node 22, the Python \
                      MCP SDK and the npm peers that `tests/run` installs: run `bash tests/run` \
-                     (optionally with cargo test arguments, e.g. `bash tests/run --test interop`)"
+                     (optionally with cargo test arguments, e.g. `bash tests/run --test it interop::`)"
                 ),
             }
         }
