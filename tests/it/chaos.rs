@@ -28,10 +28,6 @@ use nix::unistd::Pid;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-/// One chaos run at a time: each loads the machine, and two at once on a small one would
-/// measure the machine.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The request deadline seawall is configured with, and the margin an answer may take
 /// beyond it before it counts as late.
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -172,7 +168,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_gets_exactly_one_well_formed_answer_through_kills_freezes_and_noise() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = crate::support::one_at_a_time().await;
     let seconds: u64 = knob("SEAWALL_CHAOS_SECONDS", 12);
     let clients: usize = knob("SEAWALL_CHAOS_CLIENTS", 12);
     let rate: u64 = knob("SEAWALL_CHAOS_RATE", 10);
@@ -468,7 +464,7 @@ fn declared(upstreams: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_defaults_idempotent_calls_survive_a_stdio_upstream_killed_every_3_s() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = crate::support::one_at_a_time().await;
     let seconds: u64 = knob("SEAWALL_CHAOS_DEFAULTS_SECONDS", 20);
     let gw = Seawall::start(&declared(
         "  - name: crashy\n    command: seawall\n    args: [demo-upstream, --stdio]\n    \
@@ -494,7 +490,7 @@ async fn with_the_defaults_idempotent_calls_survive_a_stdio_upstream_killed_ever
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_defaults_idempotent_calls_survive_a_frozen_replica_in_turn() {
-    let _alone = ONE_AT_A_TIME.lock().await;
+    let _alone = crate::support::one_at_a_time().await;
     let seconds: u64 = knob("SEAWALL_CHAOS_DEFAULTS_SECONDS", 20);
     let (one, two) = tokio::join!(DemoUpstream::start(false, &[]), DemoUpstream::start(false, &[]));
     let gw = Seawall::start(&declared(&format!(

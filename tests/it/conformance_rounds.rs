@@ -32,6 +32,7 @@ const MODERN: &str = "2026-07-28";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_0_1_16_on_the_typescript_upstream_loses_no_check() {
+    let _alone = crate::support::one_at_a_time().await;
     let interop = Interop::from_env();
     let upstream = ConformanceUpstream::typescript(&interop).await;
     rounds(&interop, &upstream, Suite::V0_1_16, None, "0.1.16", "test_simple_text").await;
@@ -39,6 +40,7 @@ async fn suite_0_1_16_on_the_typescript_upstream_loses_no_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn current_suite_on_the_typescript_upstream_loses_no_check() {
+    let _alone = crate::support::one_at_a_time().await;
     let interop = Interop::from_env();
     let upstream = ConformanceUpstream::typescript(&interop).await;
     rounds(&interop, &upstream, Suite::Current, None, "current", "test_simple_text").await;
@@ -46,6 +48,7 @@ async fn current_suite_on_the_typescript_upstream_loses_no_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_suite_on_the_python_upstream_loses_no_check() {
+    let _alone = crate::support::one_at_a_time().await;
     let interop = Interop::from_env();
     let upstream = ConformanceUpstream::python(&interop, &[]).await;
     rounds(&interop, &upstream, Suite::Current, Some(MODERN), "2026-07-28", "test_simple_text").await;
@@ -55,6 +58,7 @@ async fn modern_suite_on_the_python_upstream_loses_no_check() {
 /// (an `application/json` body that stays open), as some modern servers do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_suite_on_an_upstream_with_json_line_listen_streams_loses_no_check() {
+    let _alone = crate::support::one_at_a_time().await;
     let interop = Interop::from_env();
     let upstream = ConformanceUpstream::python(&interop, &["--listen-framing", "ndjson"]).await;
     rounds(&interop, &upstream, Suite::Current, Some(MODERN), "2026-07-28 ndjson", "test_simple_text").await;

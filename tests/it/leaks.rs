@@ -371,6 +371,7 @@ async fn inspect_admin(gw: &Seawall, baseline: &BTreeMap<String, Vec<u8>>, findi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_planted_upstream_reaches_a_client_and_no_client_credential_reaches_an_upstream() {
+    let _alone = crate::support::one_at_a_time().await;
     let started = Instant::now();
     let dir = TestDir::new("leaks");
     let records = dir.join("records");

@@ -122,6 +122,7 @@ struct Failure {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_era_meets_every_upstream_kind() {
+    let _alone = crate::support::one_at_a_time().await;
     let started = Instant::now();
     let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_CELLS));
     let mut cells = Vec::new();

@@ -293,6 +293,7 @@ async fn watch_breaker(admin_url: String, tool: &'static str, stop: Arc<AtomicBo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_death_counts_against_the_tool_that_caused_it_not_those_merely_in_flight() {
+    let _alone = crate::support::one_at_a_time().await;
     let gw = gateway(
         "  - name: crashy\n    command: seawall\n    args: [demo-upstream, --stdio]\n    tools: { sleep: { idempotent: true } }\n",
         "  breaker: { consecutive_failures: 3 }",

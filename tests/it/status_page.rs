@@ -218,6 +218,7 @@ async fn an_open_breaker_is_shown_with_its_failure_rate_and_counts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_upstreams_of_two_thousand_tools_keep_the_page_bounded() {
+    let _alone = crate::support::one_at_a_time().await;
     const UPSTREAMS: usize = 50;
     let chromium = Chromium::find();
     // The demo's 10 tools and 1,990 more.

@@ -53,6 +53,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Taken first by the tests that load the machine most, or that measure availability and
+/// latency a loaded machine would distort: every test shares one process and the test
+/// harness runs a few at a time, and two of these at once on a small machine would
+/// measure the machine. Held until the test ends.
+pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    HEAVY.lock().await
+}
+
 /// How long a server may take to print its `listening` line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
