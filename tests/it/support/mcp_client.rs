@@ -100,7 +100,8 @@ impl Client {
                 "clientInfo": {"name":"seawall-tests","version":"1"}}}))
             .await;
         assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
-        self.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
+        self.session =
+            Some(reply.header("mcp-session-id").unwrap_or_else(|| panic!("no Mcp-Session-Id: {}", reply.raw)));
         let status = self.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status;
         assert_eq!(status, 202);
         self
