@@ -15,6 +15,12 @@
 //! * [`Prometheus`]: a real Prometheus scraping a target, with its rules and HTTP API.
 //! * [`Chromium`]: headless Chromium, for the status page's DOM and screenshots.
 //! * [`TestDir`]: a temporary directory removed on drop.
+//! * [`one_at_a_time`]: the lock the heaviest and the timing-sensitive tests take.
+//! * Clients: [`mcp_client`] (Streamable HTTP), [`sse_client`] (HTTP+SSE), [`front_wire`]
+//!   and [`h1_vectors`] (raw bytes over TCP).
+//! * Upstreams and receivers inside the test: [`fake_upstream`], [`leaky_upstream`] with
+//!   [`planted`] secrets, [`otlp`] (a trace receiver), [`tap`] (a recording TCP relay);
+//!   [`leak_fronts`] and [`leak_findings`] drive and judge the leak tests.
 //!
 //! Every wait has a timeout. Every spawned process is SIGTERMed, then SIGKILLed, when
 //! its handle drops (and `kill_on_drop` backs that up); on a panic each process's
