@@ -13,9 +13,12 @@
 //! upstreams (HTTP and stdio) are always the binary cargo built, so two gateways can be
 //! compared against the same upstream.
 
-#[path = "../tests/support/mcp_client.rs"]
+// The integration tests' helpers; the bench uses a part of each.
+#[allow(dead_code)]
+#[path = "../tests/it/support/mcp_client.rs"]
 mod mcp_client;
-#[path = "../tests/support/otlp.rs"]
+#[allow(dead_code)]
+#[path = "../tests/it/support/otlp.rs"]
 mod otlp;
 
 use std::process::Stdio;
