@@ -19,7 +19,7 @@ pub(crate) mod downstream;
 pub mod errors;
 pub(crate) mod gateway;
 pub(crate) mod h1;
-#[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
+#[doc(hidden)] // public for the fuzz target `h1` and tests/it/framing.rs
 pub use h1::offline as h1_offline;
 mod hashing;
 pub(crate) mod identity;

@@ -15,7 +15,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
-#[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
+#[doc(hidden)] // public for the fuzz target `h1` and tests/it/framing.rs
 pub mod offline;
 pub(crate) mod server;
 
