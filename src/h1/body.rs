@@ -3,8 +3,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::head::is_tchar;
-use super::{BodyLength, MAX_HEAD, MAX_LINE, ProtocolError};
+use super::error::{MAX_HEAD, MAX_LINE, ProtocolError};
+use super::head::{BodyLength, is_tchar};
 
 /// What the body decoder found in the bytes read so far.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
 
-use super::{MAX_HEAD, MAX_HEADERS, ProtocolError};
+use super::error::{MAX_HEAD, MAX_HEADERS, ProtocolError};
 
 /// An answer's head.
 #[derive(Debug)]
@@ -416,5 +416,4 @@ mod tests {
         assert!(!f("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap().keep_alive);
         assert!(f("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n").unwrap().keep_alive);
     }
-
 }

@@ -8,48 +8,22 @@
 //! one buffer for the request and one read buffer per connection; nothing between the
 //! call and the socket (no dispatcher, no channel, no request or response object built
 //! and taken apart again). What the upstream sends is bounded: the head to [`MAX_HEAD`]
-//! bytes and [`MAX_HEADERS`] fields, a chunk-size line to [`MAX_LINE`] bytes, and the
+//! bytes and [`MAX_HEADERS`] fields, a chunk-size line to [`MAX_LINE`](error::MAX_LINE) bytes, and the
 //! trailers to [`MAX_HEAD`] bytes.
 
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 mod body;
+mod error;
 mod head;
 #[doc(hidden)] // public for the fuzz target `h1` and tests/framing.rs
 pub mod offline;
 pub(crate) mod server;
 
 pub(crate) use body::{BodyDecoder, Step};
+pub(crate) use error::{MAX_HEAD, MAX_HEADERS};
 pub(crate) use head::{BodyLength, FramingFields, Head, field_name, framing, has_token, parse_head};
-
-/// Longest answer head (status line and fields) read from an upstream.
-pub(crate) const MAX_HEAD: usize = 64 * 1024;
-/// Most header fields in an answer head.
-pub(crate) const MAX_HEADERS: usize = 100;
-/// Longest chunk-size line (the size and any extensions).
-const MAX_LINE: usize = 1024;
-
-/// Why an HTTP/1.1 message could not be read: an upstream's answer, or a client's
-/// request body.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ProtocolError {
-    /// The head is not a valid HTTP/1.x response head.
-    #[error("invalid HTTP response head: {0}")]
-    Head(&'static str),
-    /// The head is longer than [`MAX_HEAD`] bytes.
-    #[error("HTTP response head longer than {MAX_HEAD} bytes")]
-    HeadTooLong,
-    /// The body's framing is contradictory or unreadable.
-    #[error("invalid HTTP response framing: {0}")]
-    Framing(&'static str),
-    /// A chunk of a `chunked` body is malformed.
-    #[error("invalid chunked body: {0}")]
-    Chunk(&'static str),
-    /// The connection closed before the end of the answer.
-    #[error("the connection closed before the end of the answer")]
-    Truncated,
-}
 
 /// Writes a request (head and body) to `out`: `target` is the origin form (path and
 /// query), `host` the `Host` field unless the fields carry one. The fields are `headers`
@@ -130,5 +104,4 @@ mod tests {
         assert!(!get.contains("content-length"), "a bodiless GET declares no length: {get}");
         assert!(get.contains("mcp-session-id: s1\r\n") && !get.contains("static"), "the call's own field wins: {get}");
     }
-
 }
