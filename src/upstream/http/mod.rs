@@ -1,8 +1,8 @@
 //! Streamable HTTP upstreams: one [`HttpLink`] per client session, all sharing one
-//! pooled [`UpstreamClient`](super::client::UpstreamClient) per upstream. A link speaks the session era
-//! (`initialize`, `Mcp-Session-Id`) or, with a server that answers `server/discover`,
-//! the stateless modern era (`modern.rs`); `protocol: auto` remembers which per
-//! upstream.
+//! pooled [`UpstreamClient`](super::client::UpstreamClient) per upstream
+//! ([`HttpUpstream`]). A link speaks the session era (`initialize`, `Mcp-Session-Id`)
+//! or, with a server that answers `server/discover`, the stateless modern era
+//! (`modern.rs`); `protocol: auto` remembers which per upstream.
 
 mod handshake;
 mod modern;
