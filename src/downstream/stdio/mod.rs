@@ -17,8 +17,6 @@
 mod messages;
 mod output;
 mod refusal;
-#[cfg(test)]
-mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -128,4 +126,271 @@ async fn drain(conn: &Conn, end: End) {
         session.stop();
     }
     let _ = tokio::time::timeout(CANCEL_WAIT, conn.tasks.wait()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stdio transport over in-memory pipes, in front of a gateway without upstreams
+    //! whose client stack is a mock: `slow` sleeps `params.ms` (honouring the client's
+    //! cancellation, as the real stack does), `log` sends a related notification first,
+    //! anything else answers `{"method": …}` at once.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+    use tower::service_fn;
+
+    use super::*;
+    use crate::call::{Tagged, UpstreamEvent};
+    use crate::client::{Answered, ClientRequest, ClientService};
+    use crate::errors::Rewriter;
+    use crate::jsonrpc::{self, Notification};
+    use crate::resilience::breaker::Breakers;
+    use crate::routing::Router;
+    use crate::session::SessionTable;
+    use crate::upstream::registry::Upstreams;
+
+    fn ok(value: Value) -> Answered {
+        Answered { reply: Ok(jsonrpc::to_raw(&value)), http: None, outcome: "ok" }
+    }
+
+    async fn mock(req: ClientRequest) -> Result<Answered, std::convert::Infallible> {
+        let params: Value = req.params.as_deref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or_default();
+        match &*req.method {
+            "slow" => {
+                let Some(cancel) = req.session.begin_request(&req.id) else {
+                    return Ok(ok(json!("duplicate")));
+                };
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                let answer = tokio::select! {
+                    () = cancel.cancelled() => Answered {
+                        reply: Err(jsonrpc::error_object(-32800, "Request cancelled", None)),
+                        http: None,
+                        outcome: "cancelled",
+                    },
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => ok(json!({"slept": ms})),
+                };
+                req.session.end_request(&req.id);
+                Ok(answer)
+            }
+            "log" => {
+                let note = Notification {
+                    method: "notifications/message".into(),
+                    params: Some(jsonrpc::to_raw(&json!({"level": "info", "data": "before"}))),
+                };
+                let tagged =
+                    Tagged { upstream: Arc::from("up"), endpoint: None, event: UpstreamEvent::Notification(note) };
+                let _ = req.related.try_send(tagged);
+                Ok(ok(json!({"logged": true})))
+            }
+            other => Ok(ok(json!({"method": other}))),
+        }
+    }
+
+    fn gateway() -> Arc<Gateway> {
+        let rewriter = Arc::new(Rewriter::new(Default::default()));
+        let router =
+            Arc::new(Router::new(Arc::new(Upstreams::default()), "__".into(), Arc::new(Breakers::new()), true));
+        let client: ClientService = tower::util::BoxCloneSyncService::new(service_fn(mock));
+        let routing = crate::gateway::Routing { router, rewriter, client: crate::workers::PerWorker::new(client) };
+        Arc::new(Gateway::with_routing(routing, SessionTable::new(8, Duration::from_secs(60))))
+    }
+
+    /// A client on the other end of the pipes.
+    struct Peer {
+        input: Option<DuplexStream>,
+        lines: Lines<BufReader<DuplexStream>>,
+        serving: tokio::task::JoinHandle<End>,
+    }
+
+    impl Peer {
+        fn start(max_line_bytes: usize) -> Peer {
+            let (input, server_in) = tokio::io::duplex(1024 * 1024);
+            let (server_out, output) = tokio::io::duplex(1024 * 1024);
+            let client = StdioClient {
+                scope: Scope::Aggregate,
+                principal: None,
+                max_line_bytes,
+                idle_timeout: Duration::from_secs(60),
+            };
+            let serving = tokio::spawn(serve(gateway(), client, server_in, server_out, std::future::pending()));
+            Peer { input: Some(input), lines: BufReader::new(output).lines(), serving }
+        }
+
+        async fn send_line(&mut self, line: &str) {
+            self.send_bytes(format!("{line}\n").as_bytes()).await;
+        }
+
+        async fn send_bytes(&mut self, bytes: &[u8]) {
+            let input = self.input.as_mut().expect("stdin is open");
+            input.write_all(bytes).await.expect("write");
+        }
+
+        async fn send(&mut self, message: Value) {
+            self.send_line(&message.to_string()).await;
+        }
+
+        async fn next(&mut self) -> Value {
+            let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+                .await
+                .expect("a line in time")
+                .expect("read")
+                .expect("a line, not the end");
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"))
+        }
+
+        async fn initialize(&mut self, version: &str) -> Value {
+            self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+                .await;
+            let answer = self.next().await;
+            self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+            answer
+        }
+
+        fn close_stdin(&mut self) {
+            self.input = None;
+        }
+    }
+
+    fn request(id: Value, method: &str, params: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    #[tokio::test]
+    async fn garbage_and_early_requests_are_refused_and_the_session_goes_on() {
+        let mut peer = Peer::start(1024);
+        peer.send_line("this is not json").await;
+        let parse = peer.next().await;
+        assert_eq!(parse["error"]["code"], -32700, "{parse}");
+        assert!(parse["id"].is_null(), "{parse}");
+        peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await;
+        assert_eq!(peer.next().await, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+        peer.send(request(json!(2), "tools/list", json!({}))).await;
+        let early = peer.next().await;
+        assert_eq!((early["id"].clone(), early["error"]["code"].clone()), (json!(2), json!(-32600)), "{early}");
+
+        let init = peer.initialize("2025-06-18").await;
+        assert_eq!(init["id"], 0);
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+        assert_eq!(init["result"]["serverInfo"]["name"], "seawall");
+        peer.send_line("   ").await; // blank lines are skipped
+        peer.send_line(r#"{"jsonrpc": "1.0", "id": 3, "method": "x"}"#).await;
+        let invalid = peer.next().await;
+        assert_eq!((invalid["id"].clone(), invalid["error"]["code"].clone()), (json!(3), json!(-32600)), "{invalid}");
+        peer.send_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": \xff}\n").await;
+        assert_eq!(peer.next().await["error"]["code"], -32700);
+        peer.send(request(json!(4), "tools/list", json!({}))).await;
+        assert_eq!(peer.next().await["result"], json!({"method": "tools/list"}));
+        peer.send(request(json!(5), "initialize", json!({}))).await;
+        assert_eq!(peer.next().await["id"], 5, "a second initialize is answered, not ignored");
+        peer.close_stdin();
+        assert_eq!(peer.serving.await.ok(), Some(End::Eof));
+    }
+
+    #[tokio::test]
+    async fn overlong_lines_are_refused_without_losing_the_next() {
+        let mut peer = Peer::start(200);
+        peer.initialize("2025-11-25").await;
+        let long = request(json!(1), "tools/list", json!({"pad": "x".repeat(500)}));
+        peer.send(long).await;
+        let refused = peer.next().await;
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert!(refused["id"].is_null());
+        peer.send(request(json!(2), "tools/list", json!({}))).await;
+        assert_eq!(peer.next().await["id"], 2);
+    }
+
+    #[tokio::test]
+    async fn a_slow_request_is_overtaken_and_related_messages_precede_their_answer() {
+        let mut peer = Peer::start(1024);
+        peer.initialize("2025-11-25").await;
+        peer.send(request(json!("slow"), "slow", json!({"ms": 300}))).await;
+        peer.send(request(json!(1), "ping", json!({}))).await;
+        peer.send(request(json!(2), "log", json!({}))).await;
+        let first = peer.next().await;
+        let second = peer.next().await;
+        let third = peer.next().await;
+        let log_note = [&first, &second, &third].into_iter().position(|m| m["method"] == "notifications/message");
+        let log_answer = [&first, &second, &third].into_iter().position(|m| m["id"] == 2);
+        assert!(log_note.is_some() && log_note < log_answer, "{first}\n{second}\n{third}");
+        assert!([&first, &second, &third].iter().any(|m| m["id"] == 1));
+        assert_eq!(peer.next().await["id"], "slow", "the slow request answers last");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_request_gets_no_answer() {
+        let mut peer = Peer::start(1024);
+        peer.initialize("2025-11-25").await;
+        peer.send(request(json!("s"), "slow", json!({"ms": 5000}))).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peer.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s"}})).await;
+        peer.send(request(json!(1), "ping", json!({}))).await;
+        assert_eq!(peer.next().await["id"], 1);
+        peer.close_stdin();
+        assert_eq!(peer.serving.await.ok(), Some(End::Eof));
+        assert!(peer.lines.next_line().await.ok().flatten().is_none(), "nothing more after the cancellation");
+    }
+
+    #[tokio::test]
+    async fn batches_need_2025_03_26() {
+        let mut peer = Peer::start(1024);
+        peer.initialize("2025-06-18").await;
+        peer.send_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).await;
+        let refused = peer.next().await;
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+
+        let mut peer = Peer::start(1024);
+        peer.initialize("2025-03-26").await;
+        peer.send_line(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"slow","params":{"ms":50}},{"jsonrpc":"2.0","id":2,"method":"tools/list"},
+            {"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":3,"method":"initialize"}]"#
+                .replace('\n', "")
+                .as_str(),
+        )
+        .await;
+        let answers = peer.next().await;
+        let ids: Vec<Value> = answers.as_array().expect("an array").iter().map(|a| a["id"].clone()).collect();
+        assert_eq!(ids.len(), 3, "{answers}");
+        for id in [1, 2, 3] {
+            assert!(ids.contains(&json!(id)), "{answers}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_end_of_input_requests_finish_within_the_drain_then_are_cancelled() {
+        let mut peer = Peer::start(1024);
+        peer.initialize("2025-11-25").await;
+        peer.send(request(json!("quick"), "slow", json!({"ms": 500}))).await;
+        peer.send(request(json!("stuck"), "slow", json!({"ms": 60_000}))).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let started = tokio::time::Instant::now();
+        peer.close_stdin();
+        let quick = peer.next().await;
+        assert_eq!(quick["result"], json!({"slept": 500}), "{quick}");
+        let stuck = peer.next().await;
+        assert_eq!((stuck["id"].clone(), stuck["error"]["code"].clone()), (json!("stuck"), json!(-32800)), "{stuck}");
+        assert_eq!(peer.serving.await.ok(), Some(End::Eof));
+        let took = started.elapsed();
+        assert!(took >= DRAIN && took < DRAIN + Duration::from_secs(1), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_stdout_ends_serving() {
+        let (mut input, server_in) = tokio::io::duplex(1024);
+        let (server_out, output) = tokio::io::duplex(1024);
+        drop(output);
+        let client = StdioClient {
+            scope: Scope::Aggregate,
+            principal: None,
+            max_line_bytes: 1024,
+            idle_timeout: Duration::from_secs(60),
+        };
+        let serving = tokio::spawn(serve(gateway(), client, server_in, server_out, std::future::pending()));
+        input.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await.ok();
+        let end = tokio::time::timeout(Duration::from_secs(5), serving).await;
+        assert_eq!(end.ok().and_then(Result::ok), Some(End::OutputClosed));
+    }
 }

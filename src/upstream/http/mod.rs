@@ -1,34 +1,37 @@
 //! Streamable HTTP upstreams: one [`HttpLink`] per client session, all sharing one
-//! pooled [`UpstreamClient`] per upstream. A link speaks the session era
-//! (`initialize`, `Mcp-Session-Id`) or, with a server that answers `server/discover`,
-//! the stateless modern era (`modern.rs`); `protocol: auto` remembers which per
-//! upstream.
+//! pooled [`UpstreamClient`](super::client::UpstreamClient) per upstream
+//! ([`HttpUpstream`]). A link speaks the session era (`initialize`, `Mcp-Session-Id`)
+//! or, with a server that answers `server/discover`, the stateless modern era
+//! (`modern.rs`); `protocol: auto` remembers which per upstream.
 
+mod handshake;
 mod modern;
 mod stream;
+mod upstream;
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Uri};
+use http::Method;
+use http::header::{HeaderName, HeaderValue};
 use tokio::task::AbortHandle;
 
 use parking_lot::Mutex;
 
 use super::LinkShared;
 use super::cancel::CancelGuard;
-use super::client::{UpstreamClient, UpstreamResponse};
-use super::failure::{handshake_error, refuses_era, status_error};
-use super::sse_legacy::{SseLink, SseUpstream};
+use super::client::UpstreamResponse;
+use super::failure::{refuses_era, status_error};
+use super::sse_legacy::SseLink;
 use crate::call::{
     AttachedSession, BoxFuture, EventSink, Link, Reply, Transport, UpstreamCall, UpstreamError, fresh_id,
 };
-use crate::config::UpstreamProtocol;
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
+use upstream::SPOKE_SSE;
+pub(crate) use upstream::{EraStatus, HttpUpstream};
 
 const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -37,151 +40,8 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// `HttpLink::get_opening`); an upstream slower than that to answer a GET is not waited
 /// for.
 const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
-/// One configured Streamable HTTP upstream: its URL, static headers and connection pool.
-pub(crate) struct HttpUpstream {
-    /// The upstream's name (for logs).
-    pub name: Arc<str>,
-    client: UpstreamClient,
-    url: reqwest::Url,
-    /// `url`, parsed once for requests.
-    uri: Uri,
-    /// The configured static headers.
-    headers: HeaderMap,
-    /// The static headers of a POST: the configured ones, `Content-Type` and `Accept`.
-    post_headers: HeaderMap,
-    /// The static headers of the GET stream: the configured ones and `Accept`.
-    get_headers: HeaderMap,
-    max_message_bytes: usize,
-    /// The era to speak (`protocol:`).
-    protocol: UpstreamProtocol,
-    /// With `protocol: auto`, the era the last handshake found (`modern::UNKNOWN`,
-    /// `LEGACY_ONLY`, `MODERN_ONLY`, `NEITHER` or `SSE_ONLY`).
-    detected: AtomicU8,
-    /// With `protocol: auto`, the same URL as an HTTP+SSE (2024-11-05) server, tried when
-    /// both Streamable HTTP eras are refused.
-    sse_fallback: Option<Arc<SseUpstream>>,
-    /// The era of the last handshake that succeeded (`SPOKE_*`), for status pages.
-    spoke: AtomicU8,
-    /// Its last large results (list pages), found again in its answers rather than
-    /// read again.
-    known: jsonrpc::KnownResults,
-}
-
-/// No handshake has succeeded yet.
-const SPOKE_NONE: u8 = 0;
-/// The last handshake was `initialize` (the session era).
-const SPOKE_LEGACY: u8 = 1;
-/// The last handshake was `server/discover` (the modern era).
-const SPOKE_MODERN: u8 = 2;
-/// The last handshake was HTTP+SSE's, at the same URL (`auto` fell back to it).
-const SPOKE_SSE: u8 = 3;
-
-/// An HTTP upstream's protocol era as a status page shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct EraStatus {
-    /// The configured `protocol`: `auto`, `modern` or `legacy`.
-    pub protocol: &'static str,
-    /// With `auto`, what handshakes found: `unknown` (nothing refused yet, so both are
-    /// tried), `legacy_only`, `modern_only` or `sse_only`; `None` for a pinned era.
-    pub detected: Option<&'static str>,
-    /// The era of the last handshake that succeeded: `legacy`, `modern` or `sse`; `None`
-    /// before one.
-    pub speaking: Option<&'static str>,
-}
 
 impl HttpUpstream {
-    /// Builds the upstream and its pooled client, speaking the session era; see
-    /// [`HttpUpstream::speaking`].
-    pub(crate) fn new(
-        name: &str,
-        url: &str,
-        headers: &std::collections::BTreeMap<String, String>,
-        connect_timeout: Duration,
-        max_message_bytes: usize,
-    ) -> anyhow::Result<HttpUpstream> {
-        let map = super::header_map(headers)?;
-        let client = UpstreamClient::new(connect_timeout)?;
-        let url = reqwest::Url::parse(url)?;
-        let uri: Uri = url.as_str().parse()?;
-        let mut post_headers = map.clone();
-        post_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        post_headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        let mut get_headers = map.clone();
-        get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        Ok(HttpUpstream {
-            name: Arc::from(name),
-            client,
-            url,
-            uri,
-            headers: map,
-            post_headers,
-            get_headers,
-            max_message_bytes,
-            protocol: UpstreamProtocol::Legacy,
-            detected: AtomicU8::new(modern::UNKNOWN),
-            sse_fallback: None,
-            spoke: AtomicU8::new(SPOKE_NONE),
-            known: jsonrpc::KnownResults::default(),
-        })
-    }
-
-    /// The same upstream, speaking `protocol`.
-    pub(crate) fn speaking(mut self, protocol: UpstreamProtocol) -> HttpUpstream {
-        self.protocol = protocol;
-        self
-    }
-
-    /// The same upstream, falling back to HTTP+SSE at its URL when it refuses both
-    /// Streamable HTTP eras (only with `protocol: auto`).
-    pub(crate) fn with_sse_fallback(mut self, sse: SseUpstream) -> HttpUpstream {
-        if self.protocol == UpstreamProtocol::Auto {
-            self.sse_fallback = Some(Arc::new(sse));
-        }
-        self
-    }
-
-    /// The URL of its MCP endpoint.
-    pub(crate) fn url(&self) -> &reqwest::Url {
-        &self.url
-    }
-
-    /// The configured era, what `auto` found, and what the last handshake spoke.
-    pub(crate) fn era(&self) -> EraStatus {
-        let protocol = match self.protocol {
-            UpstreamProtocol::Auto => "auto",
-            UpstreamProtocol::Modern => "modern",
-            UpstreamProtocol::Legacy => "legacy",
-        };
-        let detected = (self.protocol == UpstreamProtocol::Auto).then(|| match self.detected.load(Ordering::Relaxed) {
-            modern::LEGACY_ONLY => "legacy_only",
-            modern::MODERN_ONLY => "modern_only",
-            modern::SSE_ONLY => "sse_only",
-            _ => "unknown",
-        });
-        let speaking = match self.spoke.load(Ordering::Relaxed) {
-            SPOKE_LEGACY => Some("legacy"),
-            SPOKE_MODERN => Some("modern"),
-            SPOKE_SSE => Some("sse"),
-            _ => None,
-        };
-        EraStatus { protocol, detected, speaking }
-    }
-
-    /// Remembers what handshakes found (`protocol: auto`).
-    fn remember(&self, found: u8) {
-        if self.protocol == UpstreamProtocol::Auto && self.detected.swap(found, Ordering::Relaxed) != found {
-            let name = match found {
-                modern::MODERN_ONLY => "modern only (2026-07-28)",
-                modern::LEGACY_ONLY => "legacy only (initialize)",
-                modern::SSE_ONLY => "HTTP+SSE only (2024-11-05)",
-                // A step on the way to HTTP+SSE, which says what it found.
-                modern::NEITHER => return,
-                _ => "unknown: detect again",
-            };
-            tracing::info!(upstream = %self.name, era = name, "upstream protocol era");
-        }
-    }
-
     /// A session with the upstream in the era it speaks: Streamable HTTP (modern or
     /// legacy, see [`HttpLink::eras_to_try`]) within `connect_timeout`, or, with
     /// `protocol: auto`, HTTP+SSE at the same URL once both of those were refused —
@@ -191,13 +51,13 @@ impl HttpUpstream {
         init: &InitParams,
         connect_timeout: Duration,
     ) -> Result<Link, UpstreamError> {
-        if let Some(sse) = self.sse_fallback.as_ref().filter(|_| self.detected() == modern::SSE_ONLY) {
+        if let Some(sse) = self.sse_fallback.as_ref().filter(|_| self.detected() == upstream::SSE_ONLY) {
             match SseLink::connect(Arc::clone(sse), init.clone()).await {
                 Ok(link) => {
                     self.spoke.store(SPOKE_SSE, Ordering::Relaxed);
                     return Ok(link);
                 }
-                Err(e) if refuses_era(&e) => self.remember(modern::UNKNOWN),
+                Err(e) if refuses_era(&e) => self.remember(upstream::UNKNOWN),
                 Err(e) => return Err(e),
             }
         }
@@ -208,19 +68,15 @@ impl HttpUpstream {
         };
         match (link, &self.sse_fallback) {
             (Ok(link), _) => Ok(link),
-            (Err(e), Some(sse)) if self.detected() == modern::NEITHER => {
+            (Err(e), Some(sse)) if self.detected() == upstream::NEITHER => {
                 tracing::debug!(upstream = %self.name, error = %e, "both Streamable HTTP eras refused: trying HTTP+SSE");
                 let link = SseLink::connect(Arc::clone(sse), init.clone()).await?;
-                self.remember(modern::SSE_ONLY);
+                self.remember(upstream::SSE_ONLY);
                 self.spoke.store(SPOKE_SSE, Ordering::Relaxed);
                 Ok(link)
             }
             (Err(e), _) => Err(e),
         }
-    }
-
-    fn detected(&self) -> u8 {
-        self.detected.load(Ordering::Relaxed)
     }
 }
 
@@ -378,96 +234,6 @@ impl HttpLink {
         self.state.lock().clone()
     }
 
-    /// The handshake of the first era that works, of those [`HttpLink::eras_to_try`]
-    /// names: `server/discover` (modern) or `initialize` (legacy). An era is given up for
-    /// the next only when the server refused it (not when it could not be reached); a
-    /// refusal followed by success is remembered, so later sessions go straight to the
-    /// era that works.
-    async fn handshake(self: &Arc<Self>) -> Result<(), UpstreamError> {
-        let eras = self.eras_to_try();
-        let mut refused = false;
-        let mut last = UpstreamError::Handshake("no protocol era to try".into());
-        for modern_era in eras {
-            let mut attempt = self.handshake_in(modern_era).await;
-            if matches!(attempt, Err(UpstreamError::Io(_))) {
-                // The connection broke before the answer: most often a pooled one the
-                // server closed as it went idle. A handshake opens nothing yet that
-                // sending it again could duplicate: once more, on another connection.
-                attempt = self.handshake_in(modern_era).await;
-            }
-            match attempt {
-                Ok(()) => {
-                    self.up.spoke.store(if modern_era { SPOKE_MODERN } else { SPOKE_LEGACY }, Ordering::Relaxed);
-                    if refused {
-                        self.up.remember(if modern_era { modern::MODERN_ONLY } else { modern::LEGACY_ONLY });
-                    }
-                    if modern_era {
-                        self.ready.store(true, Ordering::SeqCst);
-                    }
-                    return Ok(());
-                }
-                // An upstream that failed (unreachable, timed out, overloaded) said nothing
-                // about the era: the handshake fails as it is, and nothing is remembered.
-                Err(e) if !refuses_era(&e) => return Err(handshake_error(e)),
-                Err(e) => {
-                    let era = if modern_era { "modern" } else { "legacy" };
-                    tracing::debug!(upstream = %self.up.name, era, error = %e, "the upstream refused this era");
-                    refused = true;
-                    last = handshake_error(e);
-                }
-            }
-        }
-        self.up.remember(if self.up.sse_fallback.is_some() { modern::NEITHER } else { modern::UNKNOWN });
-        Err(last)
-    }
-
-    /// The handshake of one era: `server/discover` (modern) or `initialize` (legacy).
-    async fn handshake_in(self: &Arc<Self>, modern_era: bool) -> Result<(), UpstreamError> {
-        if modern_era { self.discover().await } else { self.initialize().await }
-    }
-
-    /// The legacy handshake. Its errors are as the exchange failed, for
-    /// [`refuses_era`]; the caller makes them handshake errors.
-    async fn initialize(self: &Arc<Self>) -> Result<(), UpstreamError> {
-        let id = fresh_id();
-        let body = jsonrpc::encode_request(&id, method::INITIALIZE, Some(&self.init_params.to_raw()));
-        let resp = self.post(body, &SessionState::default()).await?;
-        let session_id = resp.headers().get(SESSION_HEADER).and_then(|v| shared_value(v.to_str().ok()?));
-        let reply = match self.read_answer(resp, &id, None, &SessionState::default()).await? {
-            Outcome::Reply(reply) => reply,
-            _ => return Err(UpstreamError::Handshake("no answer to initialize".into())),
-        };
-        let result = reply.map_err(|err| UpstreamError::Handshake(format!("initialize refused: {}", err.get())))?;
-        let init = InitResult::parse(result)
-            .ok_or_else(|| UpstreamError::Handshake("initialize result lacks protocolVersion".into()))?;
-        let snapshot = {
-            let mut st = self.state.lock();
-            st.session_id = session_id;
-            st.version = shared_value(&init.protocol_version);
-            st.init = Some(Arc::new(init));
-            st.generation += 1;
-            st.clone()
-        };
-        let note = jsonrpc::encode_notification(method::INITIALIZED, None);
-        match self.post(note, &snapshot).await {
-            Ok(resp) if resp.status().is_success() => {}
-            Ok(resp) => {
-                tracing::warn!(upstream = %self.up.name, status = %resp.status(), "upstream refused notifications/initialized")
-            }
-            Err(e) => return Err(e),
-        }
-        self.ready.store(true, Ordering::SeqCst);
-        // A client that may be asked something gets the stream it will be asked on before
-        // its first request reaches the upstream; others get one when they listen.
-        if self.init_params.may_be_asked() {
-            self.get_wanted.store(true, Ordering::SeqCst);
-        }
-        if self.get_wanted.load(Ordering::SeqCst) {
-            self.start_get_stream();
-        }
-        Ok(())
-    }
-
     /// Waits until the session's first GET stream is open, refused or failed, or
     /// [`GET_OPEN_WAIT`] has passed.
     async fn await_get_stream(&self) {
@@ -487,16 +253,6 @@ impl HttpLink {
         if !self.get_wanted.swap(true, Ordering::SeqCst) && self.ready.load(Ordering::SeqCst) {
             self.start_get_stream();
         }
-    }
-
-    /// Re-initialises after the upstream forgot our session, unless another caller already did.
-    async fn reinitialize(self: &Arc<Self>, seen_generation: u64) -> Result<(), UpstreamError> {
-        let _guard = self.reinit.lock().await;
-        if self.snapshot().generation != seen_generation {
-            return Ok(());
-        }
-        tracing::info!(upstream = %self.up.name, "upstream session expired; re-initialising");
-        self.handshake().await.map_err(|e| UpstreamError::SessionLost(e.to_string()))
     }
 
     /// Sends a request and waits for its answer.

@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
+use super::upstream::{LEGACY_ONLY, MODERN_ONLY};
 use super::{HttpLink, Outcome, SessionState, UpstreamResponse};
 use crate::call::{EventSink, Reply, UpstreamCall, UpstreamError, UpstreamEvent, fresh_id};
 use crate::config::UpstreamProtocol;
@@ -40,17 +41,6 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
 /// Most `input_required` rounds one call may take before it fails.
 const MAX_ROUNDS: usize = 10;
-
-/// What an upstream was found to speak: both eras, as far as seawall knows.
-pub(super) const UNKNOWN: u8 = 0;
-/// It refused the modern era: the session era only.
-pub(super) const LEGACY_ONLY: u8 = 1;
-/// It refused the session era: the stateless era only.
-pub(super) const MODERN_ONLY: u8 = 2;
-/// It refused both Streamable HTTP eras: HTTP+SSE is tried next, when it may be.
-pub(super) const NEITHER: u8 = 3;
-/// It speaks only HTTP+SSE (2024-11-05) at this URL.
-pub(super) const SSE_ONLY: u8 = 4;
 
 static NEXT_INPUT: AtomicU64 = AtomicU64::new(1);
 

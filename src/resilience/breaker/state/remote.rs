@@ -5,7 +5,8 @@
 
 use tokio::time::Instant;
 
-use super::{Breaker, Inner, Phase};
+use super::Breaker;
+use super::machine::{Inner, Phase};
 use crate::resilience::breaker::transition::{Origin, Reason, Remote, State, Transition};
 
 impl Breaker {

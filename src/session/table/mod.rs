@@ -1,9 +1,6 @@
 //! The table of live sessions: minting ids, lookup, idle expiry, and the sessions
 //! resumed from sealed ids.
 
-use std::collections::{HashSet, VecDeque};
-use std::hash::BuildHasher as _;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +9,13 @@ use base64::Engine as _;
 use super::Session;
 use super::sealed::{SessionKeys, unix_now};
 use crate::hashing::Map as HashMap;
-use crate::identity::Identity;
+
+mod ended;
+mod places;
+
+use ended::Ended;
+pub use places::{Cap, Holder, TableFull};
+use places::{Places, count_up, held};
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
 pub fn mint_id() -> String {
@@ -37,117 +40,10 @@ pub struct SessionTable {
     ended: parking_lot::Mutex<Ended>,
 }
 
-/// Most ended sealed ids remembered; beyond that the oldest are forgotten (and could be
-/// resumed here again until they expire, as on any other replica).
-const MAX_ENDED: usize = 65_536;
-
-/// Sealed ids of sessions ended here (by a hash of the id), oldest first.
-#[derive(Default)]
-struct Ended {
-    order: VecDeque<(u64, u64)>,
-    hashes: HashSet<u64>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Ended {
-    fn insert(&mut self, id: &str, expires: u64, now: u64) {
-        while let Some(&(hash, until)) = self.order.front() {
-            if until > now && self.order.len() < MAX_ENDED {
-                break;
-            }
-            self.order.pop_front();
-            self.hashes.remove(&hash);
-        }
-        let hash = self.hasher.hash_one(id);
-        if self.hashes.insert(hash) {
-            self.order.push_back((hash, expires));
-        }
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.hashes.contains(&self.hasher.hash_one(id))
-    }
-}
-
-/// Who holds a place: the client's address and, when clients authenticate, its principal.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holder {
-    /// The address the session was opened from.
-    pub peer: Option<IpAddr>,
-    /// The principal that opened it.
-    pub principal: Option<Identity>,
-}
-
-/// Places taken in the table, live sessions and sessions still opening alike, so that a
-/// burst of `initialize` calls cannot open more upstream sessions than the table holds.
-/// Per-address and per-principal counts lose their entry when they drop to 0.
-#[derive(Default)]
-struct Places {
-    taken: usize,
-    per_peer: HashMap<IpAddr, usize>,
-    per_principal: HashMap<Identity, usize>,
-    owner: HashMap<String, Holder>,
-}
-
 /// Whether idle expiry may end `session` once it is unused for long enough: nothing in
 /// flight, no `subscriptions/listen` stream.
 fn may_expire(session: &Session) -> bool {
     session.inflight() == 0 && !session.is_listened()
-}
-
-/// `key`'s count.
-fn held<K: std::hash::Hash + Eq>(counts: &HashMap<K, usize>, key: &K) -> usize {
-    counts.get(key).copied().unwrap_or(0)
-}
-
-/// Adds one to `key`'s count.
-fn count_up<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: K) {
-    *counts.entry(key).or_insert(0) += 1;
-}
-
-/// Takes one from `key`'s count, forgetting the key at 0.
-fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
-    if let Some(n) = counts.get_mut(key) {
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            counts.remove(key);
-        }
-    }
-}
-
-impl Places {
-    fn release(&mut self, holder: &Holder) {
-        self.taken = self.taken.saturating_sub(1);
-        if let Some(ip) = &holder.peer {
-            count_down(&mut self.per_peer, ip);
-        }
-        if let Some(identity) = &holder.principal {
-            count_down(&mut self.per_principal, identity);
-        }
-    }
-}
-
-/// Which cap refused a new session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cap {
-    /// `session.max_sessions`.
-    Total,
-    /// `session.max_sessions_per_peer`.
-    PerPeer,
-    /// `session.max_sessions_per_principal`.
-    PerPrincipal,
-}
-
-/// The table refused a new session.
-#[derive(Debug, thiserror::Error)]
-#[error("too many sessions ({cap:?} limit {limit}); retry in {retry_after:?}")]
-pub struct TableFull {
-    /// The cap that refused.
-    pub cap: Cap,
-    /// Its configured value.
-    pub limit: usize,
-    /// When a new try may succeed (see [`SessionTable::reserve`]).
-    pub retry_after: Duration,
 }
 
 /// How often sessions idle past the idle timeout are reaped.
@@ -578,7 +474,7 @@ mod tests {
                 })
             })
             .collect();
-        let keys: HashSet<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let keys: std::collections::HashSet<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert_eq!(keys.len(), 1, "one session for every request");
         assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(table.len(), 1);
@@ -598,11 +494,6 @@ mod tests {
         assert!(table.end("sealed-id").is_some());
         assert!(table.has_ended("sealed-id"));
         assert!(!table.has_ended("another-id"));
-        let mut ended = Ended::default();
-        ended.insert("a", 10, 5);
-        ended.insert("b", 20, 5);
-        ended.insert("c", 30, 15);
-        assert!(!ended.contains("a") && ended.contains("b") && ended.contains("c"), "expired ones are forgotten");
         // Without shared keys nothing is resumed, so nothing needs remembering.
         let local = SessionTable::new(4, Duration::from_secs(60));
         local.end("x");
