@@ -27,3 +27,6 @@ pub(crate) enum ProtocolError {
     #[error("the connection closed before the end of the answer")]
     Truncated,
 }
+
+/// Most interim (1xx) answers taken before the final one.
+pub(crate) const MAX_INTERIM: usize = 8;

@@ -22,7 +22,7 @@ pub mod offline;
 pub(crate) mod server;
 
 pub(crate) use body::{BodyDecoder, Step};
-pub(crate) use error::{MAX_HEAD, MAX_HEADERS};
+pub(crate) use error::{MAX_HEAD, MAX_HEADERS, MAX_INTERIM};
 pub(crate) use head::{BodyLength, FramingFields, Head, field_name, framing, has_token, parse_head};
 
 /// Writes a request (head and body) to `out`: `target` is the origin form (path and

@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::call::{Cause, UpstreamError};
-use crate::h1::{self, BodyDecoder, Step};
+use crate::h1::{self, BodyDecoder, MAX_INTERIM, Step};
 use crate::workers;
 
 /// Idle connections kept per upstream; past it the longest idle is closed.
@@ -36,8 +36,6 @@ const MAX_IDLE: usize = 256;
 const SWEEP: Duration = Duration::from_secs(15);
 /// Room made in a connection's read buffer before each read.
 const READ_ROOM: usize = 8 * 1024;
-/// Most interim (1xx) answers taken before the final one.
-const MAX_INTERIM: usize = 8;
 /// Most room made for a body piece of known length: a large answer (a list page) is
 /// read in a few large reads, not in many of [`READ_ROOM`].
 const MAX_READ_ROOM: usize = 1024 * 1024;
