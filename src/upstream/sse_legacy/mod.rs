@@ -243,7 +243,7 @@ impl SseLink {
         for (name, value) in extra {
             req = req.header(name.as_str(), value.as_str());
         }
-        let resp = req.body(body).send().await.map_err(|e| crate::upstream::failure::from_reqwest(e))?;
+        let resp = req.body(body).send().await.map_err(crate::upstream::failure::from_reqwest)?;
         let status = resp.status();
         if status.is_success() {
             if status != http::StatusCode::ACCEPTED && status != http::StatusCode::NO_CONTENT {
