@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 /// How a principal proved who it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Credential {
+pub(crate) enum Credential {
     /// A static API key or bearer token from the configuration.
     ApiKey,
     /// A JWT verified against the configured issuer's keys.
@@ -16,7 +16,7 @@ pub enum Credential {
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Principal {
+pub(crate) struct Principal {
     /// The API key's configured name, or the JWT's `sub`.
     pub name: Arc<str>,
     /// How it authenticated.
@@ -27,13 +27,13 @@ pub struct Principal {
 
 impl Principal {
     /// A principal authenticated by the API key named `name`.
-    pub fn api_key(name: &str) -> Principal {
+    pub(crate) fn api_key(name: &str) -> Principal {
         Principal { name: Arc::from(name), credential: Credential::ApiKey, claims: Map::new() }
     }
 
     /// A principal authenticated by the API key named `name`, granting `scopes` (kept as
     /// a `scope` claim, space-separated, as a JWT carries them).
-    pub fn api_key_with_scopes(name: &str, scopes: &[String]) -> Principal {
+    pub(crate) fn api_key_with_scopes(name: &str, scopes: &[String]) -> Principal {
         let mut principal = Principal::api_key(name);
         if !scopes.is_empty() {
             principal.claims.insert("scope".into(), Value::String(scopes.join(" ")));
@@ -43,7 +43,7 @@ impl Principal {
 
     /// Whether the principal holds `scope`: listed in its `scope` claim (space-separated)
     /// or its `scp` claim (an array or a space-separated string).
-    pub fn has_scope(&self, scope: &str) -> bool {
+    pub(crate) fn has_scope(&self, scope: &str) -> bool {
         ["scope", "scp"].iter().any(|claim| match self.claims.get(*claim) {
             Some(Value::String(s)) => s.split(' ').any(|s| s == scope),
             Some(Value::Array(items)) => items.iter().any(|item| item.as_str() == Some(scope)),
@@ -52,7 +52,7 @@ impl Principal {
     }
 
     /// The label used in logs and as a rate-limit key: `key:<name>` or `sub:<subject>`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let prefix = match self.credential {
             Credential::ApiKey => "key:",
             Credential::Jwt => "sub:",
@@ -67,14 +67,14 @@ impl Principal {
 
     /// What stays the same when the principal renews its credential: the credential
     /// kind and the name. Sessions, per-principal caps and counters are keyed by it.
-    pub fn identity(&self) -> Identity {
+    pub(crate) fn identity(&self) -> Identity {
         Identity { credential: self.credential, name: Arc::clone(&self.name) }
     }
 }
 
 /// A principal's identity: cheap to clone and hash (no allocation).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// How it authenticated.
     pub credential: Credential,
     /// The API key's name or the JWT's `sub`.

@@ -2,41 +2,60 @@
 //!
 //! The request path is assembled in [`app`]; read it first.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
+// What `internals` opens is a window for the drivers, not an interface: the types its
+// items mention may stay the crate's own.
+#![cfg_attr(feature = "internals", allow(private_interfaces, private_bounds))]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub(crate) mod admin;
+/// Declares modules that are the gateway's own: crate-private, and public (but hidden
+/// from the documentation) under the `internals` feature, which the fuzz targets, the
+/// benches and the integration tests turn on to drive them directly. Without it their
+/// `pub` items and re-exports are the surface those drivers use, so neither
+/// `unreachable_pub`, `dead_code` nor `unused_imports` is asked of them.
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        #[allow(unreachable_pub, dead_code, unused_imports)]
+        mod $name;
+    )*};
+}
+
 pub mod app;
-mod backoff;
-pub(crate) mod call;
-pub(crate) mod catalog;
-pub(crate) mod client;
 pub mod config;
-mod control;
 pub mod demo;
-pub(crate) mod downstream;
-pub mod errors;
-pub(crate) mod gateway;
-pub(crate) mod h1;
-#[doc(hidden)] // public for the fuzz target `h1` and tests/it/framing.rs
-pub use h1::offline as h1_offline;
-mod hashing;
-pub(crate) mod identity;
-pub mod jsonrpc;
-pub(crate) mod mcp;
-#[doc(hidden)] // public for the fuzz targets in fuzz/
-pub mod ndjson;
-pub(crate) mod policy;
-pub mod resilience;
-pub(crate) mod routing;
-pub mod sanitize;
-pub(crate) mod session;
-#[doc(hidden)] // public for the fuzz targets in fuzz/
-pub use session::sealed;
-mod signals;
-pub mod sse;
 pub mod telemetry;
-pub(crate) mod upstream;
-pub(crate) mod validation;
+
+internal!(jsonrpc, ndjson, resilience, sanitize, sse);
+
+mod admin;
+mod backoff;
+mod call;
+mod catalog;
+mod client;
+mod control;
+mod downstream;
+mod errors;
+mod gateway;
+mod h1;
+mod hashing;
+mod identity;
+mod mcp;
+mod policy;
+mod routing;
+mod session;
+mod signals;
+mod upstream;
+mod validation;
 mod workers;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)] // for the fuzz targets `h1` and `h1_answer` and tests/it/framing.rs
+pub use h1::offline as h1_offline;
+#[cfg(feature = "internals")]
+#[doc(hidden)] // for the fuzz target `sealed_id`
+pub use session::sealed;

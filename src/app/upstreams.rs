@@ -21,7 +21,7 @@ use crate::upstream::sse_legacy::SseUpstream;
 use crate::upstream::stdio::{StdioLink, StdioUpstream};
 
 /// Builds every configured upstream; shared stdio processes start here.
-pub fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Result<Upstreams> {
+pub(crate) fn build_upstreams(config: &Config, breakers: &Arc<Breakers>) -> anyhow::Result<Upstreams> {
     let mut upstreams = Upstreams::default();
     for up in &config.upstreams {
         let connector = match connect_to(config, up) {

@@ -6,11 +6,11 @@ use serde_json::value::RawValue;
 use crate::jsonrpc::code;
 
 /// A JSON-RPC answer on the wire: a raw result, or a raw error object.
-pub type Reply = Result<Box<RawValue>, Box<RawValue>>;
+pub(crate) type Reply = Result<Box<RawValue>, Box<RawValue>>;
 
 /// The upstream's answer to a call, with the two facts every reader needs.
 #[derive(Debug, Clone)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// A result; `is_error` is a tool result's `isError: true`.
     Result {
         /// The result as the upstream sent it.
@@ -29,7 +29,7 @@ pub enum Answer {
 
 /// What a finished call says about the health of the upstream or tool that served it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Health {
+pub(crate) enum Health {
     /// The upstream answered: a result (`isError` results included: the tool ran and
     /// answered) or an error the request caused (-32600, -32601, -32602, -32002, 4xx).
     Answered,
@@ -53,7 +53,7 @@ pub enum Health {
 
 impl Health {
     /// Whether it speaks against the endpoint that served the attempt (outlier ejection).
-    pub fn is_endpoint_failure(self) -> bool {
+    pub(crate) fn is_endpoint_failure(self) -> bool {
         matches!(self, Health::Unreachable | Health::NoAnswer)
     }
 }
@@ -71,7 +71,7 @@ struct IsError {
 
 impl Answer {
     /// Reads a reply once; `tool_result` says whether a result is a `CallToolResult`.
-    pub fn parse(reply: Reply, tool_result: bool) -> Answer {
+    pub(crate) fn parse(reply: Reply, tool_result: bool) -> Answer {
         match reply {
             Ok(raw) => {
                 let is_error = tool_result
@@ -87,12 +87,12 @@ impl Answer {
     }
 
     /// A plain result (made by the gateway, or merged from several upstreams).
-    pub fn result(raw: Box<RawValue>) -> Answer {
+    pub(crate) fn result(raw: Box<RawValue>) -> Answer {
         Answer::Result { raw, is_error: false }
     }
 
     /// What the answer says about the upstream's health.
-    pub fn health(&self) -> Health {
+    pub(crate) fn health(&self) -> Health {
         match self {
             Answer::Result { .. } => Health::Answered,
             Answer::Error { code: Some(code::INTERNAL_ERROR), .. } => Health::FailedAnswer,
@@ -107,7 +107,7 @@ impl Answer {
     }
 
     /// The `outcome` label of `seawall_requests_total`.
-    pub fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self {
             Answer::Result { is_error: true, .. } => "tool_error",
             Answer::Result { .. } => "ok",
@@ -116,7 +116,8 @@ impl Answer {
     }
 
     /// The answer on the wire.
-    pub fn into_reply(self) -> Reply {
+    #[cfg(test)]
+    pub(crate) fn into_reply(self) -> Reply {
         match self {
             Answer::Result { raw, .. } => Ok(raw),
             Answer::Error { raw, .. } => Err(raw),

@@ -6,26 +6,26 @@ use std::sync::Arc;
 /// so that its kind and chain stay readable, and the words a log line shows of it (its
 /// chain, without a URL, which may hold credentials).
 #[derive(Debug, Clone)]
-pub struct Cause {
+pub(crate) struct Cause {
     text: Arc<str>,
     error: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl Cause {
     /// The cause `error`, shown as its chain of sources.
-    pub fn of(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+    pub(crate) fn of(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
         Cause::described(chain(&error), error)
     }
 
     /// The cause `error`, shown as `text` (for errors whose own words hold what a log must
     /// not, such as a URL).
-    pub fn described(text: impl Into<Arc<str>>, error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+    pub(crate) fn described(text: impl Into<Arc<str>>, error: impl std::error::Error + Send + Sync + 'static) -> Cause {
         Cause { text: text.into(), error: Some(Arc::new(error)) }
     }
 
     /// A cause seawall observed itself (a stream that closed, a connect that timed out),
     /// with no error behind it.
-    pub fn seen(text: impl Into<Arc<str>>) -> Cause {
+    pub(crate) fn seen(text: impl Into<Arc<str>>) -> Cause {
         Cause { text: text.into(), error: None }
     }
 }
@@ -55,7 +55,7 @@ impl From<String> for Cause {
 }
 
 /// An error and its sources, one after the other.
-pub fn chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(s) = source {

@@ -11,7 +11,7 @@ use super::Activity;
 
 /// One request's deadline, shared by the layers that handle it.
 #[derive(Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     started: Instant,
     deadline: Mutex<Instant>,
     /// Progress that moves the deadline, once the deadline layer has said how.
@@ -29,18 +29,13 @@ struct Extension {
 
 impl Clock {
     /// A clock whose deadline is `timeout` from now.
-    pub fn new(timeout: Duration) -> Arc<Clock> {
+    pub(crate) fn new(timeout: Duration) -> Arc<Clock> {
         let now = Instant::now();
         Arc::new(Clock { started: now, deadline: Mutex::new(now + timeout), extension: OnceLock::new() })
     }
 
-    /// When the request started.
-    pub fn started(&self) -> Instant {
-        self.started
-    }
-
     /// The current deadline: the one set, moved by progress when progress extends it.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         let set = *self.deadline.lock();
         let Some(extension) = self.extension.get() else {
             return set;
@@ -53,27 +48,22 @@ impl Clock {
 
     /// From now on each progress `activity` records moves the deadline to at least `idle`
     /// after it, never past `max` after the start. Only the first call counts.
-    pub fn extend_on_progress(&self, activity: Arc<Activity>, idle: Duration, max: Duration) {
+    pub(crate) fn extend_on_progress(&self, activity: Arc<Activity>, idle: Duration, max: Duration) {
         let _ = self.extension.set(Extension { activity, idle, max });
     }
 
-    /// Moves the deadline.
-    pub fn set_deadline(&self, at: Instant) {
-        *self.deadline.lock() = at;
-    }
-
     /// Time left before the deadline.
-    pub fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.deadline().saturating_duration_since(Instant::now())
     }
 
     /// Whether the deadline has passed.
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.remaining().is_zero()
     }
 
     /// How long the request has been allowed so far (deadline minus start).
-    pub fn allowed(&self) -> Duration {
+    pub(crate) fn allowed(&self) -> Duration {
         self.deadline() - self.started
     }
 }

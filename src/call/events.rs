@@ -13,11 +13,11 @@ use crate::jsonrpc::{Notification, Request};
 use crate::mcp::method;
 
 /// Capacity of event channels; a peer that floods beyond it loses notifications, not memory.
-pub const EVENT_BUFFER: usize = 1024;
+pub(crate) const EVENT_BUFFER: usize = 1024;
 
 /// Something an upstream says that is not the answer to a call.
 #[derive(Debug, Clone)]
-pub enum UpstreamEvent {
+pub(crate) enum UpstreamEvent {
     /// A notification (progress, logging, list_changed, resources/updated, ...).
     Notification(Notification),
     /// A server-initiated request (sampling, elicitation, roots/list, ...); answer it
@@ -31,7 +31,7 @@ pub enum UpstreamEvent {
 /// An upstream event tagged with the upstream it came from (so that a session knows
 /// which link to answer a server-initiated request on).
 #[derive(Debug, Clone)]
-pub struct Tagged {
+pub(crate) struct Tagged {
     /// The upstream's name.
     pub upstream: Arc<str>,
     /// Which of the upstream's endpoints said it (for upstreams with several).
@@ -47,7 +47,7 @@ pub struct Tagged {
 /// A request's queue is made for every request and almost always stays empty, so it is
 /// one small allocation and a lock that is never contended, not a channel with blocks
 /// of slots allocated up front.
-pub fn events(capacity: usize) -> (EventTx, EventRx) {
+pub(crate) fn events(capacity: usize) -> (EventTx, EventRx) {
     let shared = Arc::new(Queue {
         capacity,
         state: Mutex::new(QueueState { events: VecDeque::new(), waker: None, senders: 1, receiving: true }),
@@ -74,7 +74,7 @@ struct QueueState {
 
 /// Why an event was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The queue holds its capacity.
     Full,
     /// The receiver is gone.
@@ -92,13 +92,13 @@ impl std::fmt::Display for Refused {
 
 /// The sending side of [`events`].
 #[derive(Debug)]
-pub struct EventTx {
+pub(crate) struct EventTx {
     queue: Arc<Queue>,
 }
 
 impl EventTx {
     /// Queues `event` without waiting.
-    pub fn try_send(&self, event: Tagged) -> Result<(), Refused> {
+    pub(crate) fn try_send(&self, event: Tagged) -> Result<(), Refused> {
         let waker = {
             let mut state = self.queue.state.lock();
             if !state.receiving {
@@ -139,18 +139,18 @@ impl Drop for EventTx {
 
 /// The receiving side of [`events`].
 #[derive(Debug)]
-pub struct EventRx {
+pub(crate) struct EventRx {
     queue: Arc<Queue>,
 }
 
 impl EventRx {
     /// The next event; `None` once every sender is gone and nothing is left.
-    pub async fn recv(&mut self) -> Option<Tagged> {
+    pub(crate) async fn recv(&mut self) -> Option<Tagged> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// [`EventRx::recv`] as a poll.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Tagged>> {
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Tagged>> {
         let mut state = self.queue.state.lock();
         if let Some(event) = state.events.pop_front() {
             return Poll::Ready(Some(event));
@@ -166,7 +166,7 @@ impl EventRx {
     }
 
     /// The next event already queued, if there is one.
-    pub fn try_recv(&mut self) -> Option<Tagged> {
+    pub(crate) fn try_recv(&mut self) -> Option<Tagged> {
         self.queue.state.lock().events.pop_front()
     }
 }
@@ -187,7 +187,7 @@ impl Drop for EventRx {
 /// Where upstream events go: a queue, the name of the upstream sending into it, and
 /// optionally an [`Activity`] that counts them.
 #[derive(Debug, Clone)]
-pub struct EventSink {
+pub(crate) struct EventSink {
     upstream: Arc<str>,
     endpoint: Option<u16>,
     tx: EventTx,
@@ -196,33 +196,33 @@ pub struct EventSink {
 
 impl EventSink {
     /// A sink that tags events with `upstream`.
-    pub fn new(upstream: Arc<str>, tx: EventTx) -> EventSink {
+    pub(crate) fn new(upstream: Arc<str>, tx: EventTx) -> EventSink {
         EventSink { upstream, endpoint: None, tx, activity: None }
     }
 
     /// The same sink, tagging events with the endpoint they come from.
-    pub fn with_endpoint(mut self, endpoint: u16) -> EventSink {
+    pub(crate) fn with_endpoint(mut self, endpoint: u16) -> EventSink {
         self.set_endpoint(endpoint);
         self
     }
 
     /// Tags this sink's events with the endpoint they come from, in place.
-    pub fn set_endpoint(&mut self, endpoint: u16) {
+    pub(crate) fn set_endpoint(&mut self, endpoint: u16) {
         self.endpoint = Some(endpoint);
     }
 
     /// Counts this sink's events in `activity` from now on.
-    pub fn set_activity(&mut self, activity: Arc<Activity>) {
+    pub(crate) fn set_activity(&mut self, activity: Arc<Activity>) {
         self.activity = Some(activity);
     }
 
     /// The activity counter, if any.
-    pub fn activity(&self) -> Option<&Arc<Activity>> {
+    pub(crate) fn activity(&self) -> Option<&Arc<Activity>> {
         self.activity.as_ref()
     }
 
     /// Sends without waiting; a full or closed sink drops the event with a log line.
-    pub fn send(&self, event: UpstreamEvent) {
+    pub(crate) fn send(&self, event: UpstreamEvent) {
         if let Some(activity) = &self.activity {
             activity.record(&event);
         }
@@ -239,7 +239,7 @@ impl EventSink {
 /// Progress is a time, not a signal: the layers whose deadlines it extends read it when
 /// their timers fire, so a call costs no channel and a progress notification wakes no one.
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     relayed: AtomicU64,
     /// When the last progress notification came, as nanoseconds after `origin` plus one;
     /// 0 while none has.
@@ -255,7 +255,7 @@ impl Default for Activity {
 
 impl Activity {
     /// Records one event.
-    pub fn record(&self, event: &UpstreamEvent) {
+    pub(crate) fn record(&self, event: &UpstreamEvent) {
         match event {
             UpstreamEvent::Notification(n) => {
                 self.relayed.fetch_add(1, Ordering::Relaxed);
@@ -272,12 +272,12 @@ impl Activity {
     }
 
     /// Messages relayed towards the client so far.
-    pub fn relayed(&self) -> u64 {
+    pub(crate) fn relayed(&self) -> u64 {
         self.relayed.load(Ordering::Relaxed)
     }
 
     /// When the last progress notification came, if one has.
-    pub fn last_progress(&self) -> Option<Instant> {
+    pub(crate) fn last_progress(&self) -> Option<Instant> {
         match self.progressed.load(Ordering::Acquire) {
             0 => None,
             n => Some(self.origin + Duration::from_nanos(n - 1)),

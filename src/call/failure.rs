@@ -14,7 +14,7 @@ use super::cause::Cause;
 /// Why a call to an upstream failed inside its transport. Each variant says whether the
 /// request may have reached the upstream (see [`Class::reached`]).
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// The connection could not be opened (refused, DNS, TLS); nothing was sent.
     #[error("could not connect to the upstream: {0}")]
     Connect(#[source] Cause),
@@ -64,7 +64,7 @@ pub enum UpstreamError {
 
 impl UpstreamError {
     /// Whether the upstream may have received (and acted on) the request.
-    pub fn may_have_reached(&self) -> bool {
+    pub(crate) fn may_have_reached(&self) -> bool {
         !matches!(
             self,
             UpstreamError::Connect(_)
@@ -75,7 +75,7 @@ impl UpstreamError {
     }
 
     /// One sentence a client can act on, without the raw detail.
-    pub fn summary(&self, upstream: &str) -> String {
+    pub(crate) fn summary(&self, upstream: &str) -> String {
         match self {
             UpstreamError::Connect(_)
             | UpstreamError::NotRunning(_)
@@ -98,7 +98,7 @@ impl UpstreamError {
 
 /// One way a `tools/call`'s arguments break the tool's input schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgumentViolation {
+pub(crate) struct ArgumentViolation {
     /// Where: a JSON Pointer into the arguments (empty for the arguments as a whole).
     pub pointer: String,
     /// What is wrong, already sanitised.
@@ -107,7 +107,7 @@ pub struct ArgumentViolation {
 
 /// A failure, typed by where it came from.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum GatewayError {
+pub(crate) enum GatewayError {
     /// The client sent params the gateway cannot act on.
     #[error("invalid params: {0}")]
     InvalidParams(String),
@@ -222,7 +222,7 @@ pub enum GatewayError {
 
 /// Where a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The client's request is wrong.
     Client,
     /// A policy of seawall's refused it (load shedding, circuit breaker).
@@ -239,7 +239,7 @@ pub enum Origin {
 
 impl Origin {
     /// A short name for logs and metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Origin::Client => "client",
             Origin::Policy => "policy",
@@ -253,7 +253,7 @@ impl Origin {
 
 /// Whether a failed attempt may be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// Never (final answers, refusals, client faults, the overall deadline).
     Never,
     /// The request never left the gateway: safe to send once more whatever the method.
@@ -266,7 +266,7 @@ pub enum Retry {
 
 /// What one failure means to every reader, decided in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Class {
+pub(crate) struct Class {
     /// Where it came from.
     pub origin: Origin,
     /// Whether the upstream may have seen the request.
@@ -283,7 +283,7 @@ pub struct Class {
 
 impl GatewayError {
     /// The one classification of this failure.
-    pub fn class(&self) -> Class {
+    pub(crate) fn class(&self) -> Class {
         use Health::{Irrelevant, NoAnswer, Unreachable};
         let refused = |origin, outcome| Class {
             origin,
@@ -339,7 +339,7 @@ impl GatewayError {
     }
 
     /// The endpoint the failed attempt went to, for replicated upstreams.
-    pub fn endpoint(&self) -> Option<u16> {
+    pub(crate) fn endpoint(&self) -> Option<u16> {
         match self {
             GatewayError::Upstream { endpoint, .. } | GatewayError::AttemptTimeout { endpoint, .. } => *endpoint,
             _ => None,

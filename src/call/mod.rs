@@ -21,19 +21,19 @@ mod failure;
 mod request;
 mod transport;
 
-pub use answer::{Answer, Health, Reply};
-pub use cause::{Cause, chain};
-pub use clock::Clock;
-pub use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
-pub use failure::{ArgumentViolation, Class, GatewayError, Origin, Retry, UpstreamError};
-pub use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
-pub use transport::{CallFuture, Holding, SendAttempt, UpstreamService};
+pub(crate) use answer::{Answer, Health, Reply};
+pub(crate) use cause::{Cause, chain};
+pub(crate) use clock::Clock;
+pub(crate) use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
+pub(crate) use failure::{ArgumentViolation, Class, GatewayError, Origin, Retry, UpstreamError};
+pub(crate) use request::{AttachedSession, BoxFuture, CallTrace, Link, Transport, UpstreamCall};
+pub(crate) use transport::{CallFuture, Holding, SendAttempt, UpstreamService};
 
 /// A fresh upstream request id; ids are never reused in the life of the process. They
 /// count up from a random start below 2^40, so that replicas re-attached to one upstream
 /// session send different ids, and stay far below 2^53 for peers that read numbers as
 /// doubles.
-pub fn fresh_id() -> crate::jsonrpc::Id {
+pub(crate) fn fresh_id() -> crate::jsonrpc::Id {
     use std::sync::LazyLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT_ID: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1 + rand::random_range(0..1u64 << 40)));

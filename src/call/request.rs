@@ -20,7 +20,7 @@ use crate::mcp::trace_context::TraceContext;
 /// One request on its way to one upstream. Cloned for every attempt, so every field is
 /// cheap to clone.
 #[derive(Clone)]
-pub struct UpstreamCall {
+pub(crate) struct UpstreamCall {
     /// The upstream's name.
     pub upstream: Arc<str>,
     /// The method.
@@ -57,7 +57,7 @@ pub struct UpstreamCall {
 /// The tracing side of one attempt: set by the retry and breaker layers for the
 /// attempt's span, and by the attempt layer for propagation.
 #[derive(Clone, Debug, Default)]
-pub struct CallTrace {
+pub(crate) struct CallTrace {
     /// Which attempt this is (1 for the first).
     pub attempt: u32,
     /// Why the attempt before it was retried (the `reason` of `seawall_retries_total`).
@@ -86,12 +86,12 @@ impl std::fmt::Debug for UpstreamCall {
 }
 
 /// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One client session's connection to one upstream: a Streamable HTTP session, a
 /// supervised process, or sessions with several replicas. Dropping the future of
 /// [`Transport::send`] cancels the request upstream.
-pub trait Transport: Send + Sync {
+pub(crate) trait Transport: Send + Sync {
     /// Sends one attempt of a call and waits for its answer; related messages go to
     /// `call.events`. Sent to `call.endpoint` when the upstream has several.
     fn send<'a>(&'a self, call: &'a UpstreamCall) -> BoxFuture<'a, Result<Reply, UpstreamError>>;
@@ -165,7 +165,7 @@ pub trait Transport: Send + Sync {
 /// An upstream session that another process can re-attach to by its id alone: a
 /// Streamable HTTP session of the session era.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttachedSession {
+pub(crate) struct AttachedSession {
     /// Which endpoint holds it, for replicated upstreams.
     pub endpoint: Option<u16>,
     /// The upstream's `Mcp-Session-Id`.
@@ -177,4 +177,4 @@ pub struct AttachedSession {
 }
 
 /// A shared link to an upstream.
-pub type Link = Arc<dyn Transport>;
+pub(crate) type Link = Arc<dyn Transport>;

@@ -13,15 +13,15 @@ use super::failure::GatewayError;
 use super::request::{BoxFuture, UpstreamCall};
 
 /// The future every layer of an upstream stack returns.
-pub type CallFuture = BoxFuture<'static, Result<Answer, GatewayError>>;
+pub(crate) type CallFuture = BoxFuture<'static, Result<Answer, GatewayError>>;
 
 /// The type-erased stack each upstream's requests go through.
-pub type UpstreamService = tower::util::BoxCloneSyncService<UpstreamCall, Answer, GatewayError>;
+pub(crate) type UpstreamService = tower::util::BoxCloneSyncService<UpstreamCall, Answer, GatewayError>;
 
 /// The bottom of every upstream stack: sends the attempt over its link and reads the
 /// answer once.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SendAttempt;
+pub(crate) struct SendAttempt;
 
 impl Service<UpstreamCall> for SendAttempt {
     type Response = Answer;
@@ -56,7 +56,7 @@ pin_project_lite::pin_project! {
 
 impl<F, G> Holding<F, G> {
     /// `inner`, holding `held` for as long as it lives.
-    pub fn new(inner: F, held: G) -> Holding<F, G> {
+    pub(crate) fn new(inner: F, held: G) -> Holding<F, G> {
         Holding { inner, held }
     }
 }

@@ -2,10 +2,10 @@
 //! schemas, shared by every session) and, per session, which upstream serves which
 //! resource URI or URI template.
 
-pub mod pages;
+pub(crate) mod pages;
 mod resources;
 mod tools;
 mod uri_template;
 
-pub use resources::ResourceCatalog;
-pub use tools::{ToolCatalog, ToolInfo};
+pub(crate) use resources::ResourceCatalog;
+pub(crate) use tools::{ToolCatalog, ToolInfo};

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 /// One upstream's page of a list whose names carry the upstream's prefix (tools,
 /// prompts), as a merged list carries it.
 #[derive(Debug, Default)]
-pub struct PrefixedPage {
+pub(crate) struct PrefixedPage {
     /// Its entries, names prefixed, as JSON text.
     pub entries: Vec<String>,
     /// Its `nextCursor`.
@@ -22,7 +22,7 @@ pub struct PrefixedPage {
 
 /// The pages of an upstream's prefixed lists.
 #[derive(Debug, Default)]
-pub struct PrefixedLists {
+pub(crate) struct PrefixedLists {
     /// `tools/list` pages.
     pub tools: PageMemo<PrefixedPage>,
     /// `prompts/list` pages.
@@ -30,10 +30,10 @@ pub struct PrefixedLists {
 }
 
 /// Most pages remembered per list of an upstream (as many as seawall reads of a list).
-pub const MAX_PAGES: usize = 16;
+pub(crate) const MAX_PAGES: usize = 16;
 
 /// The last pages of one list of one upstream, each with what was made of it.
-pub struct PageMemo<T> {
+pub(crate) struct PageMemo<T> {
     pages: Mutex<Vec<(Arc<str>, Arc<T>)>>,
 }
 
@@ -45,13 +45,13 @@ impl<T> Default for PageMemo<T> {
 
 impl<T> PageMemo<T> {
     /// What was made of `page` when it was seen before.
-    pub fn get(&self, page: &str) -> Option<Arc<T>> {
+    pub(crate) fn get(&self, page: &str) -> Option<Arc<T>> {
         let pages = self.pages.lock();
         pages.iter().find(|(seen, _)| **seen == *page).map(|(_, made)| Arc::clone(made))
     }
 
     /// Remembers what was made of `page`, forgetting the oldest page past [`MAX_PAGES`].
-    pub fn insert(&self, page: &str, made: Arc<T>) {
+    pub(crate) fn insert(&self, page: &str, made: Arc<T>) {
         let mut pages = self.pages.lock();
         if pages.iter().any(|(seen, _)| **seen == *page) {
             return;
@@ -63,7 +63,7 @@ impl<T> PageMemo<T> {
     }
 
     /// Keeps only the pages for which `keep` holds of what was made of them.
-    pub fn retain(&self, mut keep: impl FnMut(&T) -> bool) {
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&T) -> bool) {
         self.pages.lock().retain(|(_, made)| keep(made));
     }
 }

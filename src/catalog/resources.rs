@@ -11,7 +11,7 @@ const MAX_ENTRIES: usize = 10_000;
 
 /// Resource URIs and templates → upstream.
 #[derive(Debug, Default)]
-pub struct ResourceCatalog {
+pub(crate) struct ResourceCatalog {
     resources: HashMap<String, Arc<str>>,
     templates: Vec<(String, Arc<str>)>,
     /// Whether every upstream's templates have been listed at least once.
@@ -22,7 +22,7 @@ impl ResourceCatalog {
     /// Remembers that `uri` is served by `upstream`. A URI that another upstream listed
     /// first stays with that one (lists are merged in configuration order), so every
     /// listed resource can be read; returns the upstream that keeps it.
-    pub fn learn_resource(&mut self, uri: &str, upstream: &Arc<str>) -> Arc<str> {
+    pub(crate) fn learn_resource(&mut self, uri: &str, upstream: &Arc<str>) -> Arc<str> {
         if let Some(owner) = self.resources.get(uri) {
             return Arc::clone(owner);
         }
@@ -33,7 +33,7 @@ impl ResourceCatalog {
     }
 
     /// Remembers that `template` is served by `upstream`.
-    pub fn learn_template(&mut self, template: &str, upstream: &Arc<str>) {
+    pub(crate) fn learn_template(&mut self, template: &str, upstream: &Arc<str>) {
         if self.templates.iter().any(|(t, u)| t == template && u == upstream) {
             return;
         }
@@ -44,7 +44,7 @@ impl ResourceCatalog {
 
     /// The upstream serving `uri`: a listed resource, a template written exactly so
     /// (completion refs name templates), or a template the URI expands.
-    pub fn resolve(&self, uri: &str) -> Option<Arc<str>> {
+    pub(crate) fn resolve(&self, uri: &str) -> Option<Arc<str>> {
         if let Some(up) = self.resources.get(uri) {
             return Some(Arc::clone(up));
         }

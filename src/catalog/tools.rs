@@ -12,7 +12,7 @@ use crate::validation::SchemaKey;
 
 /// What the gateway knows of one tool.
 #[derive(Debug, Clone, Default)]
-pub struct ToolInfo {
+pub(crate) struct ToolInfo {
     /// `annotations.readOnlyHint`.
     pub read_only: bool,
     /// `annotations.idempotentHint`.
@@ -33,7 +33,7 @@ pub struct ToolInfo {
 
 /// Tools of one upstream, learnt from the `tools/list` results that pass through.
 #[derive(Debug, Default)]
-pub struct ToolCatalog {
+pub(crate) struct ToolCatalog {
     tools: parking_lot::RwLock<HashMap<String, Arc<ToolInfo>>>,
     /// When seawall last listed the tools itself (to learn an unknown tool's schema).
     refreshed: parking_lot::Mutex<Option<tokio::time::Instant>>,
@@ -79,7 +79,7 @@ struct AnnotationsView {
 
 impl ToolCatalog {
     /// Learns from one page of a `tools/list` result.
-    pub fn learn(&self, result: &RawValue) {
+    pub(crate) fn learn(&self, result: &RawValue) {
         if self.learnt.get(result.get()).is_some() {
             return;
         }
@@ -111,7 +111,7 @@ impl ToolCatalog {
 
     /// Claims the right to list the upstream's tools now; `false` if that happened less
     /// than the refresh interval ago.
-    pub fn begin_refresh(&self) -> bool {
+    pub(crate) fn begin_refresh(&self) -> bool {
         let mut last = self.refreshed.lock();
         let now = tokio::time::Instant::now();
         if last.is_some_and(|t| now.duration_since(t) < REFRESH_INTERVAL) {
@@ -124,13 +124,13 @@ impl ToolCatalog {
 
     /// The upstream announced `notifications/tools/list_changed`: what is known may be out
     /// of date, so the next call lists the tools again (within the refresh interval).
-    pub fn mark_stale(&self) {
+    pub(crate) fn mark_stale(&self) {
         self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A tool as last listed; `None` when it is unknown or the list may have changed
     /// since (then seawall lists the tools again before trusting it).
-    pub fn fresh(&self, name: &str) -> Option<Arc<ToolInfo>> {
+    pub(crate) fn fresh(&self, name: &str) -> Option<Arc<ToolInfo>> {
         if self.stale.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
@@ -138,17 +138,17 @@ impl ToolCatalog {
     }
 
     /// A tool, if listed.
-    pub fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<ToolInfo>> {
         self.tools.read().get(name).cloned()
     }
 
     /// How many tools are known.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tools.read().len()
     }
 
     /// The names of the known tools, in no particular order.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.tools.read().keys().cloned().collect()
     }
 }

@@ -38,7 +38,7 @@ fn parse(template: &str) -> Option<Vec<Part<'_>>> {
 }
 
 /// Whether `uri` is an expansion of `template`.
-pub fn matches(template: &str, uri: &str) -> bool {
+pub(super) fn matches(template: &str, uri: &str) -> bool {
     if uri.len() > MAX_URI {
         return false;
     }

@@ -29,13 +29,13 @@ use crate::mcp::method;
 
 /// Applies [`Cached`] when the cache is enabled.
 #[derive(Clone, Default)]
-pub struct CacheLayer {
+pub(crate) struct CacheLayer {
     cache: Option<Arc<Cache>>,
 }
 
 impl CacheLayer {
     /// The layer for `config` (it does nothing when the cache is off).
-    pub fn new(config: &CacheConfig) -> CacheLayer {
+    pub(crate) fn new(config: &CacheConfig) -> CacheLayer {
         CacheLayer { cache: config.enabled.then(|| Arc::new(Cache::new(config))) }
     }
 }
@@ -49,7 +49,7 @@ impl<S> Layer<S> for CacheLayer {
 
 /// Answers cacheable requests from the cache while their entry is fresh.
 #[derive(Clone)]
-pub struct Cached<S> {
+pub(crate) struct Cached<S> {
     inner: S,
     cache: Option<Arc<Cache>>,
 }

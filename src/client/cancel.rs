@@ -15,7 +15,7 @@ use crate::signals::Drain;
 
 /// Applies [`Cancel`].
 #[derive(Clone, Debug, Default)]
-pub struct CancelLayer {
+pub(crate) struct CancelLayer {
     drain: Drain,
 }
 
@@ -36,7 +36,7 @@ impl<S> Layer<S> for CancelLayer {
 
 /// Ends a request when its client cancels it, or when a shutdown's grace period ends.
 #[derive(Clone, Debug)]
-pub struct Cancel<S> {
+pub(crate) struct Cancel<S> {
     inner: S,
     drain: Drain,
 }
@@ -63,7 +63,7 @@ where
 
 pin_project_lite::pin_project! {
     /// A request's answer, or its end when its client cancels it first.
-    pub struct Cancellable<F> {
+    pub(crate) struct Cancellable<F> {
         #[pin]
         inner: F,
         cancel: Option<CancelSignal>,

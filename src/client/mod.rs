@@ -20,11 +20,11 @@ use std::time::Duration;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-pub use cache::CacheLayer;
-pub use cancel::CancelLayer;
-pub use observe::AccessLayer;
+pub(crate) use cache::CacheLayer;
+pub(crate) use cancel::CancelLayer;
+pub(crate) use observe::AccessLayer;
 pub(crate) use observe::RequestSpanLayer;
-pub use routed::{FromUpstream, Routed};
+pub(crate) use routed::{FromUpstream, Routed};
 
 use crate::call::{BoxFuture, EventTx, GatewayError, Reply};
 use crate::identity::Principal;
@@ -35,7 +35,7 @@ use crate::session::Session;
 use crate::session::signal::CancelSignal;
 
 /// One client request on its way to the router.
-pub struct ClientRequest {
+pub(crate) struct ClientRequest {
     /// The client session.
     pub session: Arc<Session>,
     /// The client's id.
@@ -73,7 +73,8 @@ pub struct ClientRequest {
 
 impl ClientRequest {
     /// A request of `session`; related events go to `related`.
-    pub fn new(
+    #[cfg(test)]
+    pub(crate) fn new(
         session: Arc<Session>,
         id: Id,
         method: &str,
@@ -122,7 +123,7 @@ impl ClientRequest {
 
 /// The answer to one client request.
 #[derive(Debug)]
-pub struct Answered {
+pub(crate) struct Answered {
     /// The JSON-RPC result or error object.
     pub reply: Reply,
     /// What became of the request, as the metrics and the access log name it: `ok`,
@@ -138,7 +139,7 @@ pub struct Answered {
 /// The HTTP status and `Retry-After` a refusal rides when its answer is a plain JSON
 /// response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpHint {
+pub(crate) struct HttpHint {
     /// The HTTP status (503 overloaded, 429 rate limited).
     pub status: http::StatusCode,
     /// When the client may try again.
@@ -147,7 +148,7 @@ pub struct HttpHint {
 
 impl HttpHint {
     /// The hint for a refusal, if it has one.
-    pub fn of(error: &GatewayError) -> Option<HttpHint> {
+    pub(crate) fn of(error: &GatewayError) -> Option<HttpHint> {
         let (status, retry_after) = match error {
             GatewayError::Overloaded { retry_after, .. } => (http::StatusCode::SERVICE_UNAVAILABLE, *retry_after),
             GatewayError::RateLimited { retry_after, .. } => (http::StatusCode::TOO_MANY_REQUESTS, *retry_after),
@@ -158,7 +159,7 @@ impl HttpHint {
 }
 
 /// The future of every layer below the rewrite layer.
-pub type ClientFuture = BoxFuture<'static, Result<Routed, GatewayError>>;
+pub(crate) type ClientFuture = BoxFuture<'static, Result<Routed, GatewayError>>;
 
 /// The whole client stack, type-erased: it always answers.
-pub type ClientService = tower::util::BoxCloneSyncService<ClientRequest, Answered, std::convert::Infallible>;
+pub(crate) type ClientService = tower::util::BoxCloneSyncService<ClientRequest, Answered, std::convert::Infallible>;

@@ -81,13 +81,13 @@ where
 
 /// Applies [`Access`] when the log is on.
 #[derive(Clone, Default)]
-pub struct AccessLayer {
+pub(crate) struct AccessLayer {
     log: Option<AccessLog>,
 }
 
 impl AccessLayer {
     /// The layer writing to `log` (none: the layer does nothing).
-    pub fn new(log: Option<AccessLog>) -> AccessLayer {
+    pub(crate) fn new(log: Option<AccessLog>) -> AccessLayer {
         AccessLayer { log }
     }
 }
@@ -101,7 +101,7 @@ impl<S> Layer<S> for AccessLayer {
 
 /// Writes one access line per answered request.
 #[derive(Clone)]
-pub struct Access<S> {
+pub(crate) struct Access<S> {
     inner: S,
     log: Option<Arc<AccessLog>>,
 }
@@ -141,7 +141,7 @@ where
 
 pin_project_lite::pin_project! {
     /// A request's answer, logged when it comes.
-    pub struct Logged<F> {
+    pub(crate) struct Logged<F> {
         #[pin]
         inner: F,
         entry: Option<ToLog>,
@@ -149,7 +149,7 @@ pin_project_lite::pin_project! {
 }
 
 /// What [`Logged`] writes of its request when the answer comes.
-pub struct ToLog {
+pub(super) struct ToLog {
     log: Arc<AccessLog>,
     started: Instant,
     session: u64,

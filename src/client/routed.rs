@@ -13,7 +13,7 @@ use crate::config::SanitizeLevel;
 
 /// The answer to a request below the rewrite layer.
 #[derive(Debug)]
-pub enum Routed {
+pub(crate) enum Routed {
     /// An answer seawall made: a merged list, `ping`, a cached result.
     Made(Reply),
     /// One upstream's answer, not yet rewritten.
@@ -22,7 +22,7 @@ pub enum Routed {
 
 /// An upstream's answer and what its rewrite reads beside it.
 #[derive(Debug)]
-pub struct FromUpstream {
+pub(crate) struct FromUpstream {
     /// The answer as the upstream sent it.
     pub answer: Answer,
     /// The upstream.
@@ -41,12 +41,12 @@ pub struct FromUpstream {
 
 impl Routed {
     /// A result seawall made.
-    pub fn result(raw: Box<RawValue>) -> Routed {
+    pub(crate) fn result(raw: Box<RawValue>) -> Routed {
         Routed::Made(Ok(raw))
     }
 
     /// The result, when the answer is one.
-    pub fn as_result(&self) -> Option<&RawValue> {
+    pub(crate) fn as_result(&self) -> Option<&RawValue> {
         match self {
             Routed::Made(Ok(raw)) => Some(raw),
             Routed::Upstream(from) => match &from.answer {
@@ -58,7 +58,7 @@ impl Routed {
     }
 
     /// The error object, when the answer is one (not yet rewritten).
-    pub fn as_error(&self) -> Option<&RawValue> {
+    pub(crate) fn as_error(&self) -> Option<&RawValue> {
         match self {
             Routed::Made(Err(raw)) => Some(raw),
             Routed::Upstream(from) => match &from.answer {
@@ -70,7 +70,7 @@ impl Routed {
     }
 
     /// The answer with its result replaced by `f` of it (an error stays as it is).
-    pub fn map_result(self, f: impl FnOnce(Box<RawValue>) -> Box<RawValue>) -> Routed {
+    pub(crate) fn map_result(self, f: impl FnOnce(Box<RawValue>) -> Box<RawValue>) -> Routed {
         match self {
             Routed::Made(Ok(raw)) => Routed::Made(Ok(f(raw))),
             Routed::Upstream(mut from) => {

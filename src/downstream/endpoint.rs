@@ -21,7 +21,7 @@ use crate::call::BoxFuture;
 use crate::session::Scope;
 
 /// The MCP routes, with those of HTTP+SSE (2024-11-05).
-pub fn router(state: HttpState) -> Router {
+pub(crate) fn router(state: HttpState) -> Router {
     Router::new()
         .route("/mcp", any(aggregate))
         .route("/mcp/{upstream}", any(single))

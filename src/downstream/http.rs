@@ -31,7 +31,7 @@ pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Shared state of the HTTP listener.
 #[derive(Clone)]
-pub struct HttpState {
+pub(crate) struct HttpState {
     /// The gateway core.
     pub gateway: Arc<Gateway>,
     /// Host/Origin validation.

@@ -8,8 +8,8 @@
 pub(crate) mod budget;
 pub(crate) mod connection;
 pub(crate) mod cors;
-pub mod endpoint;
-pub mod http;
+pub(crate) mod endpoint;
+pub(crate) mod http;
 mod http1;
 pub(crate) mod listener;
 mod modern;

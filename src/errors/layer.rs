@@ -21,13 +21,13 @@ use crate::telemetry::metrics;
 
 /// Applies [`Rewrite`] with one rewriter.
 #[derive(Clone)]
-pub struct RewriteLayer {
+pub(crate) struct RewriteLayer {
     rewriter: Arc<Rewriter>,
 }
 
 impl RewriteLayer {
     /// A layer answering failures with `rewriter`.
-    pub fn new(rewriter: Arc<Rewriter>) -> RewriteLayer {
+    pub(crate) fn new(rewriter: Arc<Rewriter>) -> RewriteLayer {
         RewriteLayer { rewriter }
     }
 }
@@ -41,7 +41,7 @@ impl<S> Layer<S> for RewriteLayer {
 
 /// Turns every failure into an answer.
 #[derive(Clone)]
-pub struct Rewrite<S> {
+pub(crate) struct Rewrite<S> {
     inner: S,
     rewriter: Arc<Rewriter>,
 }
@@ -74,7 +74,7 @@ where
 
 pin_project_lite::pin_project! {
     /// A request's answer, its failure rewritten, counted when it ends.
-    pub struct Rewritten<F> {
+    pub(crate) struct Rewritten<F> {
         #[pin]
         inner: F,
         tool: Option<Arc<str>>,

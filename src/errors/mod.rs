@@ -6,7 +6,7 @@
 //! upstream detail goes to the log next to a correlation id and never to the client;
 //! everything quoted from a peer passes through [`crate::sanitize`].
 
-pub mod layer;
+pub(crate) mod layer;
 mod passthrough;
 pub(crate) mod rewrite;
 

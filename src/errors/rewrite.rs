@@ -27,25 +27,20 @@ use crate::validation::SchemaCache;
 mod upstream;
 
 /// Turns failures and upstream errors into answers.
-pub struct Rewriter {
+pub(crate) struct Rewriter {
     config: ErrorsConfig,
     schemas: SchemaCache,
 }
 
 impl Rewriter {
     /// A rewriter with these settings.
-    pub fn new(config: ErrorsConfig) -> Rewriter {
+    pub(crate) fn new(config: ErrorsConfig) -> Rewriter {
         Rewriter { config, schemas: SchemaCache::new(crate::validation::DEFAULT_CAPACITY) }
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &ErrorsConfig {
-        &self.config
     }
 
     /// A failure inside seawall → the answer. `tool` is the tool name as the client
     /// wrote it, for `tools/call`.
-    pub fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
+    pub(crate) fn failure(&self, err: &GatewayError, tool: Option<&str>) -> Reply {
         let cid = correlation_id();
         let origin = err.class().origin;
         metrics::error_rewritten(origin.as_str());

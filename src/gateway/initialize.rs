@@ -23,7 +23,7 @@ use crate::telemetry::trace::spans;
 
 /// Why an `initialize` could not open a session.
 #[derive(Debug, thiserror::Error)]
-pub enum InitError {
+pub(crate) enum InitError {
     /// The request itself is wrong.
     #[error("{0}")]
     Invalid(String),
@@ -58,7 +58,7 @@ impl Gateway {
     /// `principal`, when clients authenticate, and remembers `peer`. `trace` is the trace
     /// context of the HTTP request that carried it; with `_meta`'s, it is continued by
     /// the span of the `initialize` (and of the upstream sessions it opens).
-    pub async fn initialize(
+    pub(crate) async fn initialize(
         &self,
         scope: Scope,
         req: &Request,

@@ -28,13 +28,13 @@ use crate::session::{Scope, Session, SessionTable, Slot};
 use crate::upstream::registry::Upstreams;
 use crate::workers::PerWorker;
 
-pub use initialize::InitError;
+pub(crate) use initialize::InitError;
 pub(crate) use modern::{ModernAnswer, ModernRequest};
 use resume::Leaving;
 pub(crate) use resume::NoSession;
 
 /// The gateway core.
-pub struct Gateway {
+pub(crate) struct Gateway {
     /// The router and the client stack in force; a reload swaps in new ones, and each
     /// request keeps the ones it started with.
     routing: Arc<ArcSwap<Routing>>,
@@ -48,7 +48,7 @@ pub struct Gateway {
 
 /// What a configuration reload replaces: the router over the upstreams and the client
 /// stack over the router.
-pub struct Routing {
+pub(crate) struct Routing {
     /// The router, with the upstreams and their stacks.
     pub router: Arc<Router>,
     /// The rewriter of every answer, which the client stack's rewrite layer holds too.
@@ -59,7 +59,7 @@ pub struct Routing {
 
 /// The encoded answer to one request.
 #[derive(Debug)]
-pub struct EncodedAnswer {
+pub(crate) struct EncodedAnswer {
     /// The JSON-RPC response.
     pub body: String,
     /// Set when the request was refused as overloaded or rate limited: transports that
@@ -87,12 +87,12 @@ impl Gateway {
 
     /// Puts `routing` in force for the requests that start from now on (those in flight
     /// finish with what they started with); returns what it replaces.
-    pub fn install(&self, routing: Routing) -> Arc<Routing> {
+    pub(crate) fn install(&self, routing: Routing) -> Arc<Routing> {
         self.routing.swap(Arc::new(routing))
     }
 
     /// The router in force.
-    pub fn router(&self) -> Arc<Router> {
+    pub(crate) fn router(&self) -> Arc<Router> {
         Arc::clone(&self.routing.load().router)
     }
 
@@ -103,12 +103,12 @@ impl Gateway {
     }
 
     /// The upstreams in force.
-    pub fn upstreams(&self) -> Arc<Upstreams> {
+    pub(crate) fn upstreams(&self) -> Arc<Upstreams> {
         Arc::clone(self.routing.load().router.upstreams())
     }
 
     /// The session table.
-    pub fn sessions(&self) -> &SessionTable {
+    pub(crate) fn sessions(&self) -> &SessionTable {
         &self.sessions
     }
 
@@ -116,7 +116,7 @@ impl Gateway {
     /// (progress, logging, server requests) go to `out` when the client reads this
     /// request's stream, else to the session's GET stream. `trace` is the trace context
     /// of the HTTP request that carried it, if any.
-    pub async fn handle_request(
+    pub(crate) async fn handle_request(
         &self,
         session: &Arc<Session>,
         req: Request,
@@ -202,7 +202,7 @@ impl Gateway {
     }
 
     /// Handles a client notification.
-    pub async fn handle_notification(&self, session: &Arc<Session>, n: Notification) {
+    pub(crate) async fn handle_notification(&self, session: &Arc<Session>, n: Notification) {
         match n.method.as_str() {
             method::INITIALIZED => {}
             method::CANCELLED => {
@@ -228,7 +228,7 @@ impl Gateway {
     }
 
     /// Handles the client's answer to a server-initiated request.
-    pub async fn handle_response(&self, session: &Arc<Session>, r: Response) {
+    pub(crate) async fn handle_response(&self, session: &Arc<Session>, r: Response) {
         let Some(origin) = session.take_server_request(&r.id) else {
             tracing::debug!(session = session.key, id = %r.id, "ignored a response to an unknown request");
             return;
@@ -242,7 +242,7 @@ impl Gateway {
     }
 
     /// Ends a session (client DELETE or idle expiry): closes its own upstream sessions.
-    pub async fn end_session(&self, session: &Arc<Session>) {
+    pub(crate) async fn end_session(&self, session: &Arc<Session>) {
         self.sessions.end(session.id());
         self.close_session(session, Leaving::Ended).await;
         tracing::info!(session = session.key, "session closed");
@@ -295,17 +295,17 @@ impl Gateway {
     }
 
     /// The error rewriter in force.
-    pub fn rewriter(&self) -> Arc<errors::Rewriter> {
+    pub(crate) fn rewriter(&self) -> Arc<errors::Rewriter> {
         Arc::clone(&self.routing.load().rewriter)
     }
 
     /// The circuit breakers (one registry for the gateway's life: reloads keep them).
-    pub fn breakers(&self) -> Arc<crate::resilience::breaker::Breakers> {
+    pub(crate) fn breakers(&self) -> Arc<crate::resilience::breaker::Breakers> {
         Arc::clone(self.routing.load().router.breakers())
     }
 
     /// Tells every session that reaches `upstream` that its tool list changed.
-    pub fn announce_tools_changed(&self, upstream: &str) {
+    pub(crate) fn announce_tools_changed(&self, upstream: &str) {
         let note = jsonrpc::encode_notification(method::TOOLS_LIST_CHANGED, None);
         for session in self.sessions.all() {
             let reaches = match &session.scope {
@@ -319,7 +319,7 @@ impl Gateway {
     }
 
     /// Ends sessions idle past the configured timeout.
-    pub async fn reap_idle(&self) {
+    pub(crate) async fn reap_idle(&self) {
         let reaped = self.sessions.reap_idle();
         for session in reaped {
             tracing::info!(session = session.key, "session expired");
@@ -328,7 +328,7 @@ impl Gateway {
     }
 
     /// Ends every session (shutdown).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let sessions = self.sessions.drain();
         futures::future::join_all(sessions.iter().map(|s| self.close_session(s, Leaving::Left))).await;
     }

@@ -17,7 +17,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 mod body;
 mod error;
 mod head;
-#[doc(hidden)] // public for the fuzz target `h1` and tests/it/framing.rs
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub, dead_code))]
 pub mod offline;
 pub(crate) mod server;
 

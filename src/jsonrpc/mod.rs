@@ -27,38 +27,38 @@ pub use message::{DecodeError, Message, Notification, Request, Response};
 /// Standard JSON-RPC and MCP error codes the gateway itself emits.
 pub(crate) mod code {
     /// Invalid JSON was received.
-    pub const PARSE_ERROR: i64 = -32700;
+    pub(crate) const PARSE_ERROR: i64 = -32700;
     /// The JSON sent is not a valid request object.
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
     /// The method does not exist or is not available.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
     /// Invalid method parameters (also unknown tool or prompt).
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
     /// Internal error.
-    pub const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
     /// Resource not found (MCP up to 2025-11-25).
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
     /// The client did not authenticate (HTTP 401), as MCP SDKs answer it.
-    pub const UNAUTHORIZED: i64 = -32000;
+    pub(crate) const UNAUTHORIZED: i64 = -32000;
     /// Request timed out.
-    pub const REQUEST_TIMEOUT: i64 = -32001;
+    pub(crate) const REQUEST_TIMEOUT: i64 = -32001;
     /// The upstream that serves this request is unavailable (seawall's own code).
-    pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+    pub(crate) const UPSTREAM_UNAVAILABLE: i64 = -32010;
     /// A circuit breaker is open for the upstream (seawall's own code).
-    pub const CIRCUIT_OPEN: i64 = -32011;
+    pub(crate) const CIRCUIT_OPEN: i64 = -32011;
     /// The gateway or the upstream has too many requests in flight (seawall's own code).
-    pub const OVERLOADED: i64 = -32012;
+    pub(crate) const OVERLOADED: i64 = -32012;
     /// A rate limit refused the request (seawall's own code).
-    pub const RATE_LIMITED: i64 = -32013;
+    pub(crate) const RATE_LIMITED: i64 = -32013;
     /// The gateway is shutting down and stopped the request at the end of its grace
     /// period (seawall's own code).
-    pub const SHUTTING_DOWN: i64 = -32014;
+    pub(crate) const SHUTTING_DOWN: i64 = -32014;
     /// The request was cancelled.
-    pub const REQUEST_CANCELLED: i64 = -32800;
+    pub(crate) const REQUEST_CANCELLED: i64 = -32800;
     /// The client must complete a URL elicitation first (MCP 2025-11-25).
-    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+    pub(crate) const URL_ELICITATION_REQUIRED: i64 = -32042;
     /// The request needs a client capability the client did not declare (2026-07-28).
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 }
 
 #[derive(Deserialize)]

@@ -8,7 +8,7 @@ use crate::jsonrpc;
 
 /// What seawall tells an upstream when it initialises a session with it.
 #[derive(Debug, Clone)]
-pub struct InitParams {
+pub(crate) struct InitParams {
     /// The protocol version to ask for.
     pub protocol_version: String,
     /// Client capabilities to declare (the real client's, or none for a shared upstream).
@@ -52,13 +52,11 @@ impl InitParams {
 
 /// The upstream's answer to initialize.
 #[derive(Debug, Clone)]
-pub struct InitResult {
+pub(crate) struct InitResult {
     /// The version the upstream chose.
     pub protocol_version: String,
     /// Server capabilities.
     pub capabilities: Value,
-    /// Server info.
-    pub server_info: Value,
     /// Instructions, if any.
     pub instructions: Option<String>,
     /// The result exactly as received.
@@ -71,8 +69,6 @@ struct InitView {
     protocol_version: String,
     #[serde(default)]
     capabilities: Value,
-    #[serde(rename = "serverInfo", default)]
-    server_info: Value,
     #[serde(default)]
     instructions: Option<String>,
 }
@@ -84,7 +80,6 @@ impl InitResult {
         Some(InitResult {
             protocol_version: v.protocol_version,
             capabilities: if v.capabilities.is_object() { v.capabilities } else { json!({}) },
-            server_info: v.server_info,
             instructions: v.instructions,
             raw,
         })

@@ -14,9 +14,9 @@ use crate::jsonrpc;
 use crate::mcp::meta;
 
 /// The header, and `_meta` key, of the trace parent.
-pub const TRACEPARENT: &str = "traceparent";
+pub(crate) const TRACEPARENT: &str = "traceparent";
 /// The header, and `_meta` key, of the vendor trace state.
-pub const TRACESTATE: &str = "tracestate";
+pub(crate) const TRACESTATE: &str = "tracestate";
 
 /// [`TRACEPARENT`] as a header name, looked up without parsing a name per request.
 const TRACEPARENT_HEADER: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
@@ -26,13 +26,11 @@ const TRACESTATE_HEADER: http::HeaderName = http::HeaderName::from_static(TRACES
 /// Longest `tracestate` kept (characters), and most list members, as W3C bounds them.
 const MAX_TRACESTATE_LEN: usize = 512;
 const MAX_TRACESTATE_MEMBERS: usize = 32;
-/// The `sampled` bit of the trace flags.
-const SAMPLED: u8 = 0x01;
 
 /// One W3C trace context: a trace id, the id of the span it came from, its flags and
 /// the vendors' trace state.
 #[derive(Clone, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     trace_id: u128,
     span_id: u64,
     flags: u8,
@@ -51,55 +49,50 @@ impl std::fmt::Debug for TraceContext {
 
 impl TraceContext {
     /// A context from its parts; `None` when either id is zero (invalid in W3C).
-    pub fn new(trace_id: u128, span_id: u64, flags: u8, state: Option<String>) -> Option<TraceContext> {
+    pub(crate) fn new(trace_id: u128, span_id: u64, flags: u8, state: Option<String>) -> Option<TraceContext> {
         (trace_id != 0 && span_id != 0).then_some(TraceContext { trace_id, span_id, flags, state })
     }
 
     /// Reads a `traceparent` value and, when given, a `tracestate` value. `None` when the
     /// trace parent is malformed; a malformed trace state is dropped.
-    pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
+    pub(crate) fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
         let (trace_id, span_id, flags) = parse_traceparent(traceparent)?;
         let state = tracestate.and_then(parse_tracestate);
         TraceContext::new(trace_id, span_id, flags, state)
     }
 
     /// The trace id.
-    pub fn trace_id(&self) -> u128 {
+    pub(crate) fn trace_id(&self) -> u128 {
         self.trace_id
     }
 
     /// The id of the span this context names as parent.
-    pub fn span_id(&self) -> u64 {
+    pub(crate) fn span_id(&self) -> u64 {
         self.span_id
     }
 
     /// The trace flags.
-    pub fn flags(&self) -> u8 {
+    pub(crate) fn flags(&self) -> u8 {
         self.flags
     }
 
-    /// Whether the caller sampled the trace.
-    pub fn sampled(&self) -> bool {
-        self.flags & SAMPLED != 0
-    }
-
     /// The vendors' trace state, if any.
-    pub fn state(&self) -> Option<&str> {
+    pub(crate) fn state(&self) -> Option<&str> {
         self.state.as_deref()
     }
 
     /// The trace id as 32 lowercase hex digits.
-    pub fn trace_id_hex(&self) -> String {
+    pub(crate) fn trace_id_hex(&self) -> String {
         format!("{:032x}", self.trace_id)
     }
 
     /// The span id as 16 lowercase hex digits.
-    pub fn span_id_hex(&self) -> String {
+    pub(crate) fn span_id_hex(&self) -> String {
         format!("{:016x}", self.span_id)
     }
 
     /// The `traceparent` value (version 00).
-    pub fn traceparent(&self) -> String {
+    pub(crate) fn traceparent(&self) -> String {
         format!("00-{:032x}-{:016x}-{:02x}", self.trace_id, self.span_id, self.flags)
     }
 }
@@ -189,7 +182,7 @@ fn valid_state_value(value: &str) -> bool {
 
 /// The trace context of an HTTP request's headers: one `traceparent` header (a repeated
 /// one is ignored, as W3C asks), and the `tracestate` headers joined.
-pub fn from_headers(headers: &http::HeaderMap) -> Option<TraceContext> {
+pub(crate) fn from_headers(headers: &http::HeaderMap) -> Option<TraceContext> {
     let mut parents = headers.get_all(TRACEPARENT_HEADER).iter();
     let (Some(parent), None) = (parents.next(), parents.next()) else { return None };
     let parent = parent.to_str().ok()?;
@@ -226,7 +219,7 @@ pub(crate) fn with_meta(params: Option<&RawValue>, context: &TraceContext) -> Op
 /// boxed: most requests carry none, and a request is moved into every layer it passes,
 /// so its trace takes three pointers in it rather than 192 bytes.
 #[derive(Clone, Debug, Default)]
-pub struct RequestTrace {
+pub(crate) struct RequestTrace {
     /// `params._meta.traceparent` / `tracestate`, as the client wrote them.
     pub meta: Option<Box<TraceContext>>,
     /// The `traceparent` / `tracestate` headers of the HTTP request that carried it.
@@ -237,12 +230,12 @@ pub struct RequestTrace {
 
 impl RequestTrace {
     /// The contexts of `_meta` and of the HTTP request's headers; no span yet.
-    pub fn new(meta: Option<TraceContext>, header: Option<TraceContext>) -> RequestTrace {
+    pub(crate) fn new(meta: Option<TraceContext>, header: Option<TraceContext>) -> RequestTrace {
         RequestTrace { meta: meta.map(Box::new), header: header.map(Box::new), span: None }
     }
 
     /// Seawall's span for the request.
-    pub fn set_span(&mut self, span: Option<TraceContext>) {
+    pub(crate) fn set_span(&mut self, span: Option<TraceContext>) {
         self.span = span.map(Box::new);
     }
 
@@ -250,12 +243,12 @@ impl RequestTrace {
     /// MCP conventions make the `_meta` context the parent (one HTTP request may carry
     /// several MCP messages, and one message may travel over several HTTP requests); a
     /// different header context is only linked.
-    pub fn parent(&self) -> Option<&TraceContext> {
+    pub(crate) fn parent(&self) -> Option<&TraceContext> {
         self.meta.as_deref().or(self.header.as_deref())
     }
 
     /// The header's context when `_meta` also had one that differs (a span link).
-    pub fn linked(&self) -> Option<&TraceContext> {
+    pub(crate) fn linked(&self) -> Option<&TraceContext> {
         match (self.meta.as_deref(), self.header.as_deref()) {
             (Some(meta), Some(header)) if meta.trace_id != header.trace_id || meta.span_id != header.span_id => {
                 Some(header)
@@ -278,11 +271,11 @@ mod tests {
         let cx = TraceContext::parse(PARENT, Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")).unwrap();
         assert_eq!(cx.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(cx.span_id_hex(), "00f067aa0ba902b7");
-        assert!(cx.sampled());
+        assert_eq!(cx.flags() & 1, 1, "sampled");
         assert_eq!(cx.traceparent(), PARENT);
         assert_eq!(cx.state(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
         let unsampled = TraceContext::parse(&PARENT.replace("-01", "-00"), None).unwrap();
-        assert!(!unsampled.sampled());
+        assert_eq!(unsampled.flags() & 1, 0, "not sampled");
         // Surrounding whitespace is not part of the value.
         assert_eq!(TraceContext::parse(&format!(" {PARENT}\t"), None).unwrap().traceparent(), PARENT);
     }

@@ -26,7 +26,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Applies [`Admission`] with these caps.
 #[derive(Clone, Debug)]
-pub struct AdmissionLayer {
+pub(crate) struct AdmissionLayer {
     gateway: Arc<GatewayPlaces>,
     per_session: usize,
     principals: Option<Arc<PrincipalCounts>>,
@@ -34,13 +34,13 @@ pub struct AdmissionLayer {
 
 impl AdmissionLayer {
     /// At most `max_in_flight` requests in the gateway and `per_session` in one session.
-    pub fn new(max_in_flight: usize, per_session: usize) -> AdmissionLayer {
+    pub(crate) fn new(max_in_flight: usize, per_session: usize) -> AdmissionLayer {
         AdmissionLayer { gateway: Arc::new(GatewayPlaces::new(max_in_flight)), per_session, principals: None }
     }
 
     /// At most `per_principal` requests of one authenticated principal, over all its
     /// sessions (0: no cap).
-    pub fn with_max_per_principal(mut self, per_principal: usize) -> AdmissionLayer {
+    pub(crate) fn with_max_per_principal(mut self, per_principal: usize) -> AdmissionLayer {
         self.principals = (per_principal > 0)
             .then(|| Arc::new(PrincipalCounts { max: per_principal, counts: Mutex::new(HashMap::new()) }));
         self
@@ -107,7 +107,7 @@ impl Drop for PrincipalPlace {
 /// Admits a request, registers it with its session for cancellation, and holds its
 /// places until it is answered.
 #[derive(Clone, Debug)]
-pub struct Admission<S> {
+pub(crate) struct Admission<S> {
     inner: S,
     gateway: Arc<GatewayPlaces>,
     per_session: usize,
@@ -115,7 +115,7 @@ pub struct Admission<S> {
 }
 
 /// What an admitted request holds until it is answered.
-pub struct Places {
+pub(crate) struct Places {
     _gateway: GatewayPlace,
     _principal: Option<PrincipalPlace>,
     _in_flight: InFlight,

@@ -12,7 +12,7 @@ use crate::config::SecurityConfig;
 
 /// Decides whether a request's `Host` and `Origin` are acceptable.
 #[derive(Debug, Clone)]
-pub struct OriginPolicy {
+pub(crate) struct OriginPolicy {
     allowed_hosts: Arc<[String]>,
     allowed_origins: OriginList,
     loopback: bool,
@@ -21,30 +21,30 @@ pub struct OriginPolicy {
 /// Configured origins (`scheme://host[:port]`, or `*` for any), matched without regard
 /// to ASCII case: the one matcher for the Origin check and for CORS.
 #[derive(Debug, Clone, Default)]
-pub struct OriginList {
+pub(crate) struct OriginList {
     origins: Arc<[String]>,
 }
 
 impl OriginList {
     /// The list of `origins`, as configured.
-    pub fn new<'a>(origins: impl IntoIterator<Item = &'a String>) -> OriginList {
+    pub(crate) fn new<'a>(origins: impl IntoIterator<Item = &'a String>) -> OriginList {
         OriginList { origins: origins.into_iter().map(|o| o.to_ascii_lowercase()).collect() }
     }
 
     /// Whether `origin` (an `Origin` header's value) is on the list.
-    pub fn allows(&self, origin: &str) -> bool {
+    pub(crate) fn allows(&self, origin: &str) -> bool {
         self.origins.iter().any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
     }
 
     /// Whether the list is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.origins.is_empty()
     }
 }
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OriginRefusal {
+pub(crate) enum OriginRefusal {
     /// The Host header names a host this listener does not serve.
     #[error("Host header not allowed")]
     Host,
@@ -62,7 +62,7 @@ impl OriginPolicy {
     /// The policy for a listener bound to `listen`. Origins allowed for CORS
     /// (`security.cors.allowed_origins`) pass the Origin check too: a page the operator
     /// lets read answers may also send requests.
-    pub fn new(security: &SecurityConfig, listen: SocketAddr) -> OriginPolicy {
+    pub(crate) fn new(security: &SecurityConfig, listen: SocketAddr) -> OriginPolicy {
         let origins = security.allowed_origins.iter().chain(&security.cors.allowed_origins);
         OriginPolicy {
             allowed_hosts: security.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
@@ -73,7 +73,7 @@ impl OriginPolicy {
 
     /// Checks a request's authority (its `Host` header, or the authority of an
     /// absolute-form or HTTP/2 request target) and its `Origin`.
-    pub fn check(&self, version: Version, uri: &Uri, headers: &HeaderMap) -> Result<(), OriginRefusal> {
+    pub(crate) fn check(&self, version: Version, uri: &Uri, headers: &HeaderMap) -> Result<(), OriginRefusal> {
         let host = authority(version, uri, headers)?;
         if let Some(host) = &host
             && !self.host_allowed(host)

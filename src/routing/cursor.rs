@@ -9,16 +9,16 @@ use base64::Engine as _;
 const MAX_CURSOR: usize = 16 * 1024;
 
 /// Upstream name → that upstream's next cursor.
-pub type Cursors = BTreeMap<String, String>;
+pub(crate) type Cursors = BTreeMap<String, String>;
 
 /// Encodes the upstreams that still have pages.
-pub fn encode(next: &Cursors) -> String {
+pub(crate) fn encode(next: &Cursors) -> String {
     let json = crate::jsonrpc::to_json(next);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
 /// Decodes a cursor the gateway issued; `None` for anything else.
-pub fn decode(cursor: &str) -> Option<Cursors> {
+pub(crate) fn decode(cursor: &str) -> Option<Cursors> {
     if cursor.len() > MAX_CURSOR {
         return None;
     }

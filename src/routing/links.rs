@@ -10,7 +10,7 @@ use crate::upstream::registry::UpstreamHandle;
 
 impl Router {
     /// The session's link to an upstream, connecting (again) if it is down.
-    pub async fn link(&self, session: &Arc<Session>, handle: &UpstreamHandle) -> Result<Link, GatewayError> {
+    pub(crate) async fn link(&self, session: &Arc<Session>, handle: &UpstreamHandle) -> Result<Link, GatewayError> {
         if let Some(Slot::Up(link)) = session.slot(&handle.name) {
             return Ok(link);
         }
@@ -38,7 +38,7 @@ impl Router {
     }
 
     /// What the gateway declares when it opens an upstream session for this client session.
-    pub fn init_params(&self, session: &Session, handle: &UpstreamHandle) -> InitParams {
+    pub(crate) fn init_params(&self, session: &Session, handle: &UpstreamHandle) -> InitParams {
         if handle.is_shared() {
             return InitParams::gateway_own();
         }

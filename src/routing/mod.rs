@@ -8,7 +8,7 @@
 //! `/mcp/<upstream>` everything is forwarded unchanged. Either way one request reaches
 //! one upstream through `forward.rs`, over the session's link to it (`links.rs`).
 
-pub mod cursor;
+pub(crate) mod cursor;
 mod duplicates;
 mod forward;
 mod links;
@@ -32,7 +32,7 @@ use crate::validation::ArgumentCheck;
 use lists::list_kind;
 
 /// Routes requests to upstreams.
-pub struct Router {
+pub(crate) struct Router {
     upstreams: Arc<Upstreams>,
     separator: String,
     breakers: Arc<Breakers>,
@@ -46,13 +46,13 @@ pub struct Router {
 
 /// The router as the innermost service of the client stack.
 #[derive(Clone)]
-pub struct Routes {
+pub(crate) struct Routes {
     router: Arc<Router>,
 }
 
 impl Routes {
     /// Routes with `router`.
-    pub fn new(router: Arc<Router>) -> Routes {
+    pub(crate) fn new(router: Arc<Router>) -> Routes {
         Routes { router }
     }
 }
@@ -78,7 +78,7 @@ impl tower::Service<ClientRequest> for Routes {
 
 impl Router {
     /// A router over these upstreams; `validate_arguments` turns the argument check on.
-    pub fn new(
+    pub(crate) fn new(
         upstreams: Arc<Upstreams>,
         separator: String,
         breakers: Arc<Breakers>,
@@ -95,17 +95,17 @@ impl Router {
     }
 
     /// The circuit breakers.
-    pub fn breakers(&self) -> &Arc<Breakers> {
+    pub(crate) fn breakers(&self) -> &Arc<Breakers> {
         &self.breakers
     }
 
     /// The upstreams.
-    pub fn upstreams(&self) -> &Arc<Upstreams> {
+    pub(crate) fn upstreams(&self) -> &Arc<Upstreams> {
         &self.upstreams
     }
 
     /// The tool name as a client of this scope sees it.
-    pub fn client_name(&self, scope: &Scope, upstream: &str, name: &str) -> String {
+    pub(crate) fn client_name(&self, scope: &Scope, upstream: &str, name: &str) -> String {
         match scope {
             Scope::Aggregate => format!("{upstream}{}{name}", self.separator),
             Scope::Single(_) => name.to_owned(),
@@ -113,7 +113,7 @@ impl Router {
     }
 
     /// Routes one request and returns the upstream's answer.
-    pub async fn route(
+    pub(crate) async fn route(
         &self,
         ctx: &ClientRequest,
         method: &str,

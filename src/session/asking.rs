@@ -19,14 +19,14 @@ use tokio::sync::mpsc;
 
 /// The requests running now, each with where its messages go.
 #[derive(Debug, Default)]
-pub struct Askers {
+pub(crate) struct Askers {
     running: Mutex<Vec<(u64, mpsc::Sender<String>)>>,
     next: AtomicU64,
 }
 
 /// Where a server request from the standalone stream went.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Asked {
+pub(crate) enum Asked {
     /// To the one request running.
     Delivered,
     /// Nowhere: no request runs, or several do.
@@ -35,14 +35,14 @@ pub enum Asked {
 
 impl Askers {
     /// Notes a request whose messages go to `out` until the guard drops.
-    pub fn running(self: &Arc<Self>, out: mpsc::Sender<String>) -> Running {
+    pub(crate) fn running(self: &Arc<Self>, out: mpsc::Sender<String>) -> Running {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         self.running.lock().push((number, out));
         Running { askers: Arc::clone(self), number }
     }
 
     /// Hands `message` (a request of the client) to the one request running.
-    pub fn ask(&self, message: String) -> Asked {
+    pub(crate) fn ask(&self, message: String) -> Asked {
         let out = {
             let running = self.running.lock();
             match running.as_slice() {
@@ -59,7 +59,7 @@ impl Askers {
 
 /// A request noted in [`Askers`]; dropping it takes the note away.
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     askers: Arc<Askers>,
     number: u64,
 }

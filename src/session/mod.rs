@@ -1,15 +1,16 @@
 //! Client sessions (legacy Streamable HTTP era): the gateway session a client holds, the
 //! upstream links behind it, and the mapping of everything that flows back to the client.
 
-pub mod asking;
+pub(crate) mod asking;
 pub(crate) mod cancelled;
-pub mod relay;
+pub(crate) mod relay;
 pub(crate) mod replay;
 mod resume;
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub, dead_code))]
 pub mod sealed;
 mod server_request;
-pub mod signal;
-pub mod table;
+pub(crate) mod signal;
+pub(crate) mod table;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use table::{SessionTable, mint_id};
+pub(crate) use table::{SessionTable, mint_id};
 
 use crate::catalog::ResourceCatalog;
 use crate::hashing::Map as HashMap;
@@ -32,11 +33,11 @@ use signal::CancelSignal;
 use crate::call::{EVENT_BUFFER, EventSink, EventTx, Link};
 
 /// Capacity of the queue of messages waiting for the client's GET stream.
-pub const OUTBOX_BUFFER: usize = 1024;
+pub(crate) const OUTBOX_BUFFER: usize = 1024;
 
 /// Which upstreams a session reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// `/mcp`: every upstream, names prefixed.
     Aggregate,
     /// `/mcp/<upstream>`: one upstream, names unchanged.
@@ -45,7 +46,7 @@ pub enum Scope {
 
 /// The client front that opened a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Front {
+pub(crate) enum Front {
     /// Streamable HTTP with `Mcp-Session-Id` (2025-03-26 … 2025-11-25).
     StreamableHttp,
     /// HTTP+SSE (2024-11-05): an event stream and its POST endpoint.
@@ -58,10 +59,10 @@ pub enum Front {
 
 impl Front {
     /// Every front, in the order the metrics list them.
-    pub const ALL: [Front; 4] = [Front::StreamableHttp, Front::Sse, Front::Stdio, Front::Modern];
+    pub(crate) const ALL: [Front; 4] = [Front::StreamableHttp, Front::Sse, Front::Stdio, Front::Modern];
 
     /// Its name in metrics and the status page.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Front::StreamableHttp => "streamable_http",
             Front::Sse => "sse",
@@ -73,7 +74,7 @@ impl Front {
 
 /// The state of one upstream for one session.
 #[derive(Clone)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// Connected.
     Up(Link),
     /// Not connected; the next request that needs it tries again.
@@ -82,7 +83,7 @@ pub enum Slot {
 
 /// A server-initiated request relayed to the client, remembered until it is answered.
 #[derive(Debug, Clone)]
-pub struct ServerRequest {
+pub(crate) struct ServerRequest {
     /// The upstream that asked.
     pub upstream: Arc<str>,
     /// Which of its endpoints, for pooled upstreams.
@@ -92,7 +93,7 @@ pub struct ServerRequest {
 }
 
 /// One client session.
-pub struct Session {
+pub(crate) struct Session {
     /// The id the client sends in `Mcp-Session-Id`: set once (sealed, see
     /// [`Session::assign_id`]), else random on first use.
     id: std::sync::OnceLock<String>,
@@ -152,7 +153,7 @@ pub struct Session {
 }
 
 /// What a session does when an upstream announces `notifications/tools/list_changed`.
-pub type ToolsChanged = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type ToolsChanged = Arc<dyn Fn(&str) + Send + Sync>;
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -164,7 +165,7 @@ impl Session {
     /// A new session (with a fresh unguessable id unless one is assigned before first
     /// use); starts the task that relays upstream events not tied to a request into the
     /// client's GET stream.
-    pub fn new(scope: Scope, version: String, client_capabilities: Value, client_info: Value) -> Arc<Session> {
+    pub(crate) fn new(scope: Scope, version: String, client_capabilities: Value, client_info: Value) -> Arc<Session> {
         let (events_tx, events_rx) = crate::call::events(EVENT_BUFFER);
         let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_BUFFER);
         let session = Arc::new(Session {
@@ -204,34 +205,34 @@ impl Session {
     }
 
     /// The id the client sends in `Mcp-Session-Id`.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.id.get_or_init(table::mint_id)
     }
 
     /// Gives the session its id (a sealed one), unless it already has one; whether it
     /// took it.
-    pub fn assign_id(&self, id: String) -> bool {
+    pub(crate) fn assign_id(&self, id: String) -> bool {
         self.id.set(id).is_ok()
     }
 
     /// Seals the gateway's ids for the session's server requests with `keys`, so that
     /// the client's answer finds its upstream from any replica (once).
-    pub fn seal_requests_with(&self, keys: Arc<sealed::SessionKeys>) {
+    pub(crate) fn seal_requests_with(&self, keys: Arc<sealed::SessionKeys>) {
         let _ = self.keys.set(keys);
     }
 
     /// Whether the session's id is sealed (other replicas sharing the key may resume it).
-    pub fn is_sealed(&self) -> bool {
+    pub(crate) fn is_sealed(&self) -> bool {
         self.keys.get().is_some()
     }
 
     /// A sink for events of `upstream` that are not tied to a request.
-    pub fn event_sink(&self, upstream: &Arc<str>) -> EventSink {
+    pub(crate) fn event_sink(&self, upstream: &Arc<str>) -> EventSink {
         EventSink::new(Arc::clone(upstream), self.events_tx.clone())
     }
 
     /// Records a link (or its failure) for an upstream, subscribing to its events.
-    pub fn set_slot(&self, upstream: &Arc<str>, slot: Slot) {
+    pub(crate) fn set_slot(&self, upstream: &Arc<str>, slot: Slot) {
         if let Slot::Up(link) = &slot {
             link.subscribe(self.key, self.event_sink(upstream));
             if self.streaming.load(Ordering::SeqCst) {
@@ -243,17 +244,17 @@ impl Session {
     }
 
     /// The slot of an upstream.
-    pub fn slot(&self, upstream: &str) -> Option<Slot> {
+    pub(crate) fn slot(&self, upstream: &str) -> Option<Slot> {
         self.slots.lock().get(upstream).cloned()
     }
 
     /// Takes the slot of an upstream: the next request that needs it opens a new link.
-    pub fn take_slot(&self, upstream: &str) -> Option<Slot> {
+    pub(crate) fn take_slot(&self, upstream: &str) -> Option<Slot> {
         self.slots.lock().remove(upstream)
     }
 
     /// All connected links with their upstream names.
-    pub fn links(&self) -> Vec<(Arc<str>, Link)> {
+    pub(crate) fn links(&self) -> Vec<(Arc<str>, Link)> {
         self.slots
             .lock()
             .iter()
@@ -265,22 +266,22 @@ impl Session {
     }
 
     /// Takes every slot (the session is ending).
-    pub fn take_slots(&self) -> Vec<(Arc<str>, Slot)> {
+    pub(crate) fn take_slots(&self) -> Vec<(Arc<str>, Slot)> {
         self.slots.lock().drain().collect()
     }
 
     /// Marks the session as used now.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         *self.last_seen.lock() = Instant::now();
     }
 
     /// When the session was last used.
-    pub fn last_seen(&self) -> Instant {
+    pub(crate) fn last_seen(&self) -> Instant {
         *self.last_seen.lock()
     }
 
     /// Registers an in-flight client request; `None` if the id is already in flight.
-    pub fn begin_request(&self, id: &Id) -> Option<CancelSignal> {
+    pub(crate) fn begin_request(&self, id: &Id) -> Option<CancelSignal> {
         let mut inflight = self.inflight.lock();
         if inflight.contains_key(id) {
             return None;
@@ -291,12 +292,12 @@ impl Session {
     }
 
     /// Forgets an in-flight request.
-    pub fn end_request(&self, id: &Id) {
+    pub(crate) fn end_request(&self, id: &Id) {
         self.inflight.lock().remove(id);
     }
 
     /// Cancels an in-flight client request (the client sent `notifications/cancelled`).
-    pub fn cancel_request(&self, id: &Id) -> bool {
+    pub(crate) fn cancel_request(&self, id: &Id) -> bool {
         match self.inflight.lock().get(id) {
             Some(token) => {
                 token.cancel();
@@ -307,13 +308,13 @@ impl Session {
     }
 
     /// How many client requests are in flight.
-    pub fn inflight(&self) -> usize {
+    pub(crate) fn inflight(&self) -> usize {
         self.inflight.lock().len()
     }
 
     /// Queues a message for the client's GET stream; dropped (with a log line) when the
     /// queue is full, so a client that never reads cannot grow memory.
-    pub fn push_outbox(&self, message: String) {
+    pub(crate) fn push_outbox(&self, message: String) {
         if self.is_stateless() {
             if self.listeners.send(message).is_err() {
                 tracing::debug!(session = self.key, "dropped a message not tied to a request: nobody listens");
@@ -326,14 +327,14 @@ impl Session {
     }
 
     /// Takes the GET stream's queue; `None` when a GET stream is already open.
-    pub fn take_outbox(&self) -> Option<mpsc::Receiver<String>> {
+    pub(crate) fn take_outbox(&self) -> Option<mpsc::Receiver<String>> {
         self.outbox_rx.lock().take()
     }
 
     /// The client opened its GET stream: from now on every upstream link keeps its own
     /// stream for messages not tied to a request (opened lazily, so a session whose
     /// client never listens holds no upstream connection).
-    pub async fn open_upstream_streams(&self) {
+    pub(crate) async fn open_upstream_streams(&self) {
         self.streaming.store(true, Ordering::SeqCst);
         for (_, link) in self.links() {
             link.want_unrelated_stream().await;
@@ -341,13 +342,13 @@ impl Session {
     }
 
     /// Records the front that opened the session (once; later calls change nothing).
-    pub fn set_front(&self, front: Front) {
+    pub(crate) fn set_front(&self, front: Front) {
         let _ = self.front.set(front);
     }
 
     /// The front that opened the session (Streamable HTTP unless the gateway said
     /// otherwise).
-    pub fn front(&self) -> Front {
+    pub(crate) fn front(&self) -> Front {
         self.front.get().copied().unwrap_or(Front::StreamableHttp)
     }
 
@@ -378,17 +379,17 @@ impl Session {
     }
 
     /// Binds the session to the principal that opens it (once).
-    pub fn bind_principal(&self, principal: Arc<Principal>) {
+    pub(crate) fn bind_principal(&self, principal: Arc<Principal>) {
         let _ = self.principal.set(principal);
     }
 
     /// A listener for the messages of a stateless session not tied to a request.
-    pub fn listen(&self) -> tokio::sync::broadcast::Receiver<String> {
+    pub(crate) fn listen(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.listeners.subscribe()
     }
 
     /// Whether a `subscriptions/listen` stream reads the session (then it is not idle).
-    pub fn is_listened(&self) -> bool {
+    pub(crate) fn is_listened(&self) -> bool {
         self.listeners.receiver_count() > 0
     }
 
@@ -398,7 +399,7 @@ impl Session {
     /// stream read — and its client holds it by id alone (Streamable HTTP, or a modern
     /// context). An HTTP+SSE session lives as long as its stream and the stdio one as
     /// long as the process: neither is ever idle in this sense.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         matches!(self.front(), Front::StreamableHttp | Front::Modern)
             && self.inflight() == 0
             && !self.is_listened()
@@ -406,56 +407,56 @@ impl Session {
     }
 
     /// Marks the session as standing for modern-era (stateless) clients.
-    pub fn mark_stateless(&self) {
+    pub(crate) fn mark_stateless(&self) {
         self.stateless.store(true, Ordering::Relaxed);
     }
 
     /// Whether the session stands for modern-era clients (never addressed by an id).
-    pub fn is_stateless(&self) -> bool {
+    pub(crate) fn is_stateless(&self) -> bool {
         self.stateless.load(Ordering::Relaxed)
     }
 
     /// The principal the session is bound to, if clients authenticate.
-    pub fn principal(&self) -> Option<&Arc<Principal>> {
+    pub(crate) fn principal(&self) -> Option<&Arc<Principal>> {
         self.principal.get()
     }
 
     /// Records the address the client opened the session from (once).
-    pub fn bind_peer(&self, peer: IpAddr) {
+    pub(crate) fn bind_peer(&self, peer: IpAddr) {
         let _ = self.peer.set(peer);
     }
 
     /// The address the client opened the session from, when the transport has one.
-    pub fn peer(&self) -> Option<IpAddr> {
+    pub(crate) fn peer(&self) -> Option<IpAddr> {
         self.peer.get().copied()
     }
 
     /// Whether a request made as `principal` may use this session: the same principal
     /// that opened it (or none, when neither authenticated). Identity is the credential
     /// kind and name, so a client that renews its JWT keeps its session.
-    pub fn admits(&self, principal: Option<&Principal>) -> bool {
+    pub(crate) fn admits(&self, principal: Option<&Principal>) -> bool {
         crate::identity::same_caller(self.principal.get().map(|p| &**p), principal)
     }
 
     /// Sets what happens when an upstream announces that its tools changed (once).
-    pub fn on_tools_changed(&self, hook: ToolsChanged) {
+    pub(crate) fn on_tools_changed(&self, hook: ToolsChanged) {
         let _ = self.tools_changed.set(hook);
     }
 
     /// An upstream announced that its tools changed.
-    pub fn tools_changed(&self, upstream: &str) {
+    pub(crate) fn tools_changed(&self, upstream: &str) {
         if let Some(hook) = self.tools_changed.get() {
             hook(upstream);
         }
     }
 
     /// Fires when the session ends (DELETE, idle expiry, shutdown).
-    pub fn ended(&self) -> CancellationToken {
+    pub(crate) fn ended(&self) -> CancellationToken {
         self.ended.clone()
     }
 
     /// Stops relaying events and ends the streams tied to the session (it is ending).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.ended.cancel();
         self.streams.clear();
         if let Some(pump) = self.pump.lock().take() {

@@ -17,7 +17,7 @@ use crate::mcp::{meta, method};
 /// The progress token of one client request: the gateway's upstream-side token and the
 /// client's own.
 #[derive(Debug, Clone)]
-pub struct ProgressMap {
+pub(crate) struct ProgressMap {
     /// The token sent upstream.
     pub upstream: Value,
     /// The client's token.
@@ -26,7 +26,7 @@ pub struct ProgressMap {
 
 /// Maps one upstream event to the message the client sees; `None` when it must not
 /// reach the client (progress for a request that is not this one, unknown cancellations).
-pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMap>) -> Option<String> {
+pub(crate) fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMap>) -> Option<String> {
     match tagged.event {
         UpstreamEvent::Notification(n) if n.method == method::PROGRESS => {
             let map = progress?;
@@ -65,7 +65,7 @@ pub fn to_client(session: &Session, tagged: Tagged, progress: Option<&ProgressMa
 /// Relays events not tied to a request into the session's GET stream queue. A stateless
 /// session's client has no such stream: a server request goes to the one request of the
 /// client running (see [`super::asking`]), or is answered with an error.
-pub async fn pump_unrelated(session: Weak<Session>, mut rx: EventRx) {
+pub(crate) async fn pump_unrelated(session: Weak<Session>, mut rx: EventRx) {
     while let Some(tagged) = rx.recv().await {
         let Some(session) = session.upgrade() else {
             return;
@@ -113,7 +113,11 @@ async fn refuse_server_request(session: &Session, client_id: &Id) {
 
 /// Moves the messages queued for a Streamable HTTP client's GET stream into its
 /// resumable stream, until the session ends.
-pub async fn pump_outbox(mut rx: mpsc::Receiver<String>, stream: Arc<ResumableStream>, ended: CancellationToken) {
+pub(crate) async fn pump_outbox(
+    mut rx: mpsc::Receiver<String>,
+    stream: Arc<ResumableStream>,
+    ended: CancellationToken,
+) {
     loop {
         let message = tokio::select! {
             biased;

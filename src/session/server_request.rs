@@ -29,7 +29,7 @@ impl Session {
     /// Remembers a server-initiated request relayed to the client; returns the client-side
     /// id: sealed with the session's keys (`seawall-<sealed route>`), so that any replica
     /// can route the answer, else `seawall-<n>`.
-    pub fn register_server_request(&self, origin: ServerRequest) -> Id {
+    pub(crate) fn register_server_request(&self, origin: ServerRequest) -> Id {
         let sealed = self.keys.get().and_then(|keys| keys.seal_request(self.id(), &origin.sealed()));
         let id = match sealed {
             Some(sealed) => Id::string(&format!("{SERVER_REQUEST_PREFIX}{sealed}")),
@@ -44,7 +44,7 @@ impl Session {
 
     /// Takes the route of a server-initiated request the client has answered: from the
     /// requests relayed here, else from the id itself when another replica sealed it.
-    pub fn take_server_request(&self, id: &Id) -> Option<ServerRequest> {
+    pub(crate) fn take_server_request(&self, id: &Id) -> Option<ServerRequest> {
         if let Some(origin) = self.server_requests.lock().remove(id) {
             return Some(origin);
         }
@@ -59,7 +59,12 @@ impl Session {
     }
 
     /// The client-side id of a server-initiated request, by where it came from.
-    pub fn server_request_client_id(&self, upstream: &str, endpoint: Option<u16>, upstream_id: &Id) -> Option<Id> {
+    pub(crate) fn server_request_client_id(
+        &self,
+        upstream: &str,
+        endpoint: Option<u16>,
+        upstream_id: &Id,
+    ) -> Option<Id> {
         self.server_requests
             .lock()
             .iter()

@@ -16,7 +16,7 @@ use futures::task::AtomicWaker;
 /// A request's cancellation, shared by the session (which sets it) and the request's
 /// run (which waits for it).
 #[derive(Clone, Default)]
-pub struct CancelSignal(Arc<Inner>);
+pub(crate) struct CancelSignal(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
@@ -32,32 +32,32 @@ impl std::fmt::Debug for CancelSignal {
 
 impl CancelSignal {
     /// A signal not set yet.
-    pub fn new() -> CancelSignal {
+    pub(crate) fn new() -> CancelSignal {
         CancelSignal::default()
     }
 
     /// Sets the signal and wakes its waiter; setting it again changes nothing.
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         if !self.0.cancelled.swap(true, Ordering::AcqRel) {
             self.0.waiter.wake();
         }
     }
 
     /// Whether the signal is set.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.cancelled.load(Ordering::Acquire)
     }
 
     /// Ready once the signal is set. One waiter at a time: a second future polled
     /// concurrently takes the wake-up over from the first.
-    pub fn cancelled(&self) -> Cancelled<'_> {
+    pub(crate) fn cancelled(&self) -> Cancelled<'_> {
         Cancelled { signal: self }
     }
 }
 
 /// The future of [`CancelSignal::cancelled`].
 #[derive(Debug)]
-pub struct Cancelled<'a> {
+pub(crate) struct Cancelled<'a> {
     signal: &'a CancelSignal,
 }
 

@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 /// How an upstream is reached.
 #[derive(Clone)]
-pub enum Connector {
+pub(crate) enum Connector {
     /// Streamable HTTP: one upstream session per client session (per endpoint).
     Http(Arc<HttpPool>),
     /// HTTP+SSE (2024-11-05): one event stream per client session.
@@ -41,7 +41,7 @@ impl Connector {
 }
 
 /// One configured upstream.
-pub struct UpstreamHandle {
+pub(crate) struct UpstreamHandle {
     /// Its name.
     pub name: Arc<str>,
     /// How it is reached.
@@ -138,7 +138,7 @@ impl UpstreamHandle {
 
 /// Every upstream, in configuration order.
 #[derive(Default)]
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     ordered: Vec<Arc<UpstreamHandle>>,
     by_name: crate::hashing::Map<Arc<str>, Arc<UpstreamHandle>>,
 }

@@ -10,7 +10,7 @@ use crate::mcp::method;
 
 /// Resolved settings of one upstream.
 #[derive(Debug)]
-pub struct UpstreamSettings {
+pub(crate) struct UpstreamSettings {
     /// Timeouts.
     pub timeouts: Timeouts,
     /// Retries.
@@ -33,7 +33,7 @@ pub struct UpstreamSettings {
 }
 
 /// Methods that are safe to send twice.
-pub const IDEMPOTENT_METHODS: &[&str] = &[
+pub(crate) const IDEMPOTENT_METHODS: &[&str] = &[
     method::PING,
     method::TOOLS_LIST,
     method::PROMPTS_LIST,
@@ -47,7 +47,7 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
 
 impl UpstreamSettings {
     /// Whether a request may be sent again after a failure that may have reached the upstream.
-    pub fn is_idempotent(&self, method: &str, tool: Option<&str>) -> bool {
+    pub(crate) fn is_idempotent(&self, method: &str, tool: Option<&str>) -> bool {
         if IDEMPOTENT_METHODS.contains(&method) || method.ends_with("/list") {
             return true;
         }
@@ -62,7 +62,7 @@ impl UpstreamSettings {
     }
 
     /// The overall deadline for a request (for `tools/call`, when no progress arrives).
-    pub fn timeout(&self, method: &str, tool: Option<&str>) -> Duration {
+    pub(crate) fn timeout(&self, method: &str, tool: Option<&str>) -> Duration {
         if method != method::TOOLS_CALL {
             return self.timeouts.request;
         }

@@ -79,7 +79,7 @@ impl ArgumentCheck {
 /// (every `tools/call` of a tool) compute the key once, when they learn the schema, and
 /// use `SchemaCache::validate_with_key`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SchemaKey {
+pub(crate) struct SchemaKey {
     /// Compared on every hit so that a hash collision cannot pick the wrong validator;
     /// shared with the cache entry, so a miss does not copy it.
     text: Arc<str>,

@@ -122,14 +122,14 @@ fn whole_seconds(wait: Duration) -> Duration {
 
 /// Applies [`RateLimit`] with these limits.
 #[derive(Clone)]
-pub struct RateLimitLayer {
+pub(crate) struct RateLimitLayer {
     limits: Option<Arc<RateLimits>>,
 }
 
 impl RateLimitLayer {
     /// The layer for `config`; with no limits configured it passes every request through.
     /// Keys of full limiters are forgotten every 15 s, by a task that ends with the layer.
-    pub fn new(config: &RateLimitsConfig, separator: &str) -> anyhow::Result<RateLimitLayer> {
+    pub(crate) fn new(config: &RateLimitsConfig, separator: &str) -> anyhow::Result<RateLimitLayer> {
         if config.limits.is_empty() {
             return Ok(RateLimitLayer { limits: None });
         }
@@ -163,7 +163,7 @@ impl<S> Layer<S> for RateLimitLayer {
 
 /// Refuses a request that exceeds a limit, before it reaches the router.
 #[derive(Clone)]
-pub struct RateLimit<S> {
+pub(crate) struct RateLimit<S> {
     inner: S,
     limits: Option<Arc<RateLimits>>,
 }

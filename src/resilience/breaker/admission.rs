@@ -21,22 +21,22 @@ pub(super) struct Admission {
 
 impl Admission {
     /// Starts timing the call at `started`, when its permits were acquired.
-    pub fn new(upstream: Permit, tool: Option<Permit>, started: Instant, slow_call: Duration) -> Admission {
+    pub(super) fn new(upstream: Permit, tool: Option<Permit>, started: Instant, slow_call: Duration) -> Admission {
         Admission { upstream: Some(upstream), tool, started, slow_call }
     }
 
     /// Whether either breaker is half-open and this call is its probe.
-    pub fn probing(&self) -> bool {
+    pub(super) fn probing(&self) -> bool {
         self.upstream.as_ref().is_some_and(Permit::is_probe) || self.tool.as_ref().is_some_and(Permit::is_probe)
     }
 
     /// Records how the call ended on both breakers.
-    pub fn finish(mut self, result: &Result<Answer, GatewayError>) {
+    pub(super) fn finish(mut self, result: &Result<Answer, GatewayError>) {
         self.settle(classify::health(result));
     }
 
     /// Gives the permits back uncounted: the call said nothing about health.
-    pub fn finish_ignored(mut self) {
+    pub(super) fn finish_ignored(mut self) {
         self.settle(Health::Irrelevant);
     }
 

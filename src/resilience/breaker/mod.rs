@@ -53,7 +53,7 @@ pub use blame::BlameLayer;
 pub use layer::BreakerLayer;
 pub use registry::Breakers;
 pub use state::{Breaker, Snapshot};
-pub use transition::{BreakerKey, Change, Feed, Hold, Origin, Remote, State};
+pub use transition::{BreakerKey, Hold, State};
 pub use window::Totals;
 
 use admission::Admission;
@@ -130,7 +130,7 @@ pin_project_lite::pin_project! {
     /// A call the breakers admitted: its attempt, cut short at the probe timeout when it
     /// is a probe, and counted on the breakers once it ends. Dropped unfinished (the
     /// client went away), it counts on none.
-    pub struct Admitted<F> {
+    pub(crate) struct Admitted<F> {
         #[pin]
         inner: F,
         // Boxed: only a probe has one, and the usual call's future stays small.

@@ -33,7 +33,7 @@ mod machine;
 mod remote;
 
 use machine::Inner;
-pub use machine::{Snapshot, Tripped};
+pub use machine::Snapshot;
 
 /// A circuit breaker for one upstream or one tool.
 pub struct Breaker {

@@ -211,7 +211,7 @@ pub(super) struct Transition {
 impl Transition {
     /// The transition as the feed hears it; automatic transitions happen only without a
     /// hold.
-    pub fn change(&self, key: &BreakerKey, hold: Option<Hold>, origin: Origin) -> Change {
+    pub(super) fn change(&self, key: &BreakerKey, hold: Option<Hold>, origin: Origin) -> Change {
         Change {
             key: key.clone(),
             to: self.to,
@@ -225,7 +225,7 @@ impl Transition {
     }
 
     /// Logs the transition and tells the listener.
-    pub fn report(&self, key: &BreakerKey, listener: Option<&Listener>) {
+    pub(super) fn report(&self, key: &BreakerKey, listener: Option<&Listener>) {
         let upstream = &*key.upstream;
         let tool = key.tool.as_deref();
         let (from, to, reason) = (self.from.as_str(), self.to.as_str(), self.reason.as_str());

@@ -39,18 +39,18 @@ pub(super) struct Window {
 
 impl Window {
     /// An empty window covering `span`.
-    pub fn new(span: Duration, now: Instant) -> Window {
+    pub(super) fn new(span: Duration, now: Instant) -> Window {
         let width = (span / BUCKETS as u32).max(Duration::from_millis(1));
         Window { origin: now, width, buckets: [Bucket::default(); BUCKETS] }
     }
 
     /// Forgets every call.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.buckets = [Bucket::default(); BUCKETS];
     }
 
     /// Counts one call.
-    pub fn record(&mut self, now: Instant, failure: bool, slow: bool) {
+    pub(super) fn record(&mut self, now: Instant, failure: bool, slow: bool) {
         let step = self.step(now);
         let bucket = &mut self.buckets[slot(step)];
         if bucket.step != step {
@@ -62,7 +62,7 @@ impl Window {
     }
 
     /// The counts of the buckets still inside the window.
-    pub fn totals(&self, now: Instant) -> Totals {
+    pub(super) fn totals(&self, now: Instant) -> Totals {
         let step = self.step(now);
         let oldest = step.saturating_sub(BUCKETS as u64 - 1);
         self.buckets.iter().filter(|b| (oldest..=step).contains(&b.step)).fold(Totals::default(), |t, b| Totals {

@@ -14,17 +14,17 @@ mod ended;
 mod places;
 
 use ended::Ended;
-pub use places::{Cap, Holder, TableFull};
+pub(crate) use places::{Cap, Holder, TableFull};
 use places::{Places, count_up, held};
 
 /// A fresh session id: 32 random bytes, base64url (43 visible ASCII characters).
-pub fn mint_id() -> String {
+pub(crate) fn mint_id() -> String {
     let bytes: [u8; 32] = rand::random();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Live sessions by id.
-pub struct SessionTable {
+pub(crate) struct SessionTable {
     sessions: parking_lot::RwLock<HashMap<String, Arc<Session>>>,
     places: parking_lot::Mutex<Places>,
     max: usize,
@@ -47,7 +47,7 @@ fn may_expire(session: &Session) -> bool {
 }
 
 /// How often sessions idle past the idle timeout are reaped.
-pub const REAP_EVERY: Duration = Duration::from_secs(15);
+pub(crate) const REAP_EVERY: Duration = Duration::from_secs(15);
 
 /// The retry hint of a refusal while every session that could make room is busy: one of
 /// them may go idle at any moment, and the next try then lets it go.
@@ -55,7 +55,7 @@ const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A place held in the table for a session being opened; given back on drop unless the
 /// session is inserted with it.
-pub struct Reservation<'a> {
+pub(crate) struct Reservation<'a> {
     table: &'a SessionTable,
     holder: Holder,
     used: bool,
@@ -71,7 +71,7 @@ impl Drop for Reservation<'_> {
 
 impl SessionTable {
     /// An empty table.
-    pub fn new(max: usize, idle_timeout: Duration) -> SessionTable {
+    pub(crate) fn new(max: usize, idle_timeout: Duration) -> SessionTable {
         SessionTable {
             sessions: parking_lot::RwLock::new(HashMap::default()),
             places: parking_lot::Mutex::new(Places::default()),
@@ -87,24 +87,24 @@ impl SessionTable {
 
     /// Seals the ids of new sessions with `keys` (and, when they are shared, resumes
     /// sessions sealed by other replicas).
-    pub fn with_keys(mut self, keys: Arc<SessionKeys>) -> SessionTable {
+    pub(crate) fn with_keys(mut self, keys: Arc<SessionKeys>) -> SessionTable {
         self.keys = Some(keys);
         self
     }
 
     /// The keys that seal session ids, if they are sealed.
-    pub fn keys(&self) -> Option<&Arc<SessionKeys>> {
+    pub(crate) fn keys(&self) -> Option<&Arc<SessionKeys>> {
         self.keys.as_ref()
     }
 
     /// Caps the sessions one client IP address may hold (0: no cap).
-    pub fn with_max_per_peer(mut self, max_per_peer: usize) -> SessionTable {
+    pub(crate) fn with_max_per_peer(mut self, max_per_peer: usize) -> SessionTable {
         self.max_per_peer = max_per_peer;
         self
     }
 
     /// Caps the sessions one authenticated principal may hold (0: no cap).
-    pub fn with_max_per_principal(mut self, max_per_principal: usize) -> SessionTable {
+    pub(crate) fn with_max_per_principal(mut self, max_per_principal: usize) -> SessionTable {
         self.max_per_principal = max_per_principal;
         self
     }
@@ -119,7 +119,7 @@ impl SessionTable {
     /// `retry_after` is then true: the earliest an idle session can expire when the
     /// table as a whole is full of others' sessions, else a second (the caller's own
     /// sessions are busy, and a place is made as soon as one of them goes idle).
-    pub fn reserve(&self, holder: Holder) -> Result<(Reservation<'_>, Option<Arc<Session>>), TableFull> {
+    pub(crate) fn reserve(&self, holder: Holder) -> Result<(Reservation<'_>, Option<Arc<Session>>), TableFull> {
         let mut places = self.places.lock();
         let let_go = match self.cap_reached(&places, &holder) {
             None => None,
@@ -216,7 +216,7 @@ impl SessionTable {
     }
 
     /// Adds a session in the place reserved for it.
-    pub fn insert_reserved(&self, mut reservation: Reservation<'_>, session: Arc<Session>) {
+    pub(crate) fn insert_reserved(&self, mut reservation: Reservation<'_>, session: Arc<Session>) {
         reservation.used = true;
         let holder = std::mem::take(&mut reservation.holder);
         self.places.lock().owner.insert(session.id().to_owned(), holder);
@@ -234,7 +234,7 @@ impl SessionTable {
     }
 
     /// Looks a session up and marks it used.
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
         let map = self.sessions.read();
         let session = map.get(id).cloned()?;
         session.touch();
@@ -242,13 +242,13 @@ impl SessionTable {
     }
 
     /// Removes a session.
-    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let removed = self.sessions.write().remove(id);
         self.released(removed)
     }
 
     /// Removes a session that ended (DELETE): its sealed id is not resumed here again.
-    pub fn end(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn end(&self, id: &str) -> Option<Arc<Session>> {
         self.remember_ended(id);
         self.remove(id)
     }
@@ -262,7 +262,7 @@ impl SessionTable {
     }
 
     /// Whether a session with this id ended here.
-    pub fn has_ended(&self, id: &str) -> bool {
+    pub(crate) fn has_ended(&self, id: &str) -> bool {
         self.ended.lock().contains(id)
     }
 
@@ -270,7 +270,7 @@ impl SessionTable {
     /// `holder` (refused when a cap is reached). One resumption at a time, so concurrent
     /// first requests for one id get the same session. Also returns the session let go
     /// to make room for it, if one was.
-    pub fn resume(
+    pub(crate) fn resume(
         &self,
         id: &str,
         holder: Holder,
@@ -288,7 +288,7 @@ impl SessionTable {
 
     /// Removes and returns sessions idle for longer than the idle timeout (and with
     /// nothing in flight).
-    pub fn reap_idle(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn reap_idle(&self) -> Vec<Arc<Session>> {
         let mut map = self.sessions.write();
         let idle: Vec<String> = map
             .values()
@@ -301,18 +301,18 @@ impl SessionTable {
     }
 
     /// Every live session.
-    pub fn all(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Session>> {
         self.sessions.read().values().cloned().collect()
     }
 
     /// Removes every session (shutdown).
-    pub fn drain(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn drain(&self) -> Vec<Arc<Session>> {
         let drained: Vec<_> = self.sessions.write().drain().map(|(_, s)| s).collect();
         drained.into_iter().filter_map(|s| self.released(Some(s))).collect()
     }
 
     /// Number of live sessions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.sessions.read().len()
     }
 }

@@ -9,7 +9,7 @@ use crate::identity::Identity;
 
 /// Who holds a place: the client's address and, when clients authenticate, its principal.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The address the session was opened from.
     pub peer: Option<IpAddr>,
     /// The principal that opened it.
@@ -61,7 +61,7 @@ impl Places {
 
 /// Which cap refused a new session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cap {
+pub(crate) enum Cap {
     /// `session.max_sessions`.
     Total,
     /// `session.max_sessions_per_peer`.
@@ -73,7 +73,7 @@ pub enum Cap {
 /// The table refused a new session.
 #[derive(Debug, thiserror::Error)]
 #[error("too many sessions ({cap:?} limit {limit}); retry in {retry_after:?}")]
-pub struct TableFull {
+pub(crate) struct TableFull {
     /// The cap that refused.
     pub cap: Cap,
     /// Its configured value.

@@ -162,7 +162,6 @@ impl HttpLink {
         let init = InitResult {
             protocol_version: session.version.clone(),
             capabilities: serde_json::Value::Object(capabilities),
-            server_info: serde_json::Value::Null,
             instructions: None,
             raw,
         };

@@ -53,7 +53,7 @@ pub(crate) enum EjectError {
 }
 
 /// The endpoints of one upstream.
-pub struct HttpPool {
+pub(crate) struct HttpPool {
     /// The upstream's name.
     pub name: Arc<str>,
     pub(super) endpoints: Vec<Endpoint>,

@@ -248,7 +248,6 @@ fn empty_init() -> Arc<InitResult> {
     Arc::new(InitResult {
         protocol_version: crate::mcp::LATEST_LEGACY.to_owned(),
         capabilities: serde_json::json!({}),
-        server_info: serde_json::Value::Null,
         instructions: None,
         raw: crate::jsonrpc::to_raw(&serde_json::json!({})),
     })

@@ -34,7 +34,7 @@ use process::supervise;
 
 /// How to run one configured stdio upstream.
 #[derive(Debug, Clone)]
-pub struct StdioUpstream {
+pub(crate) struct StdioUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
     /// Program to run.
@@ -87,7 +87,7 @@ struct Pending {
 }
 
 /// A supervised stdio upstream.
-pub struct StdioLink {
+pub(crate) struct StdioLink {
     up: Arc<StdioUpstream>,
     pub(crate) shared: LinkShared,
     init_params: InitParams,

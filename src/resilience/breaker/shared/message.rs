@@ -86,7 +86,7 @@ pub(crate) struct Message {
 impl Message {
     /// The message for a local change, or `None` for what replicas do not repeat (the
     /// lazy move to half-open, which each makes by its own clock).
-    pub fn of(replica: &Arc<str>, change: &Change) -> Option<Message> {
+    pub(super) fn of(replica: &Arc<str>, change: &Change) -> Option<Message> {
         let remote = match (&change.hold, change.to, change.reason) {
             (Some(hold), _, _) => Remote::Held(hold.clone()),
             (None, _, Reason::Reset) => Remote::Reset,
@@ -105,13 +105,13 @@ impl Message {
 
     /// The field of the breaker in the hash of open breakers: `upstream` or
     /// `upstream/tool` (upstream names have no `/`).
-    pub fn field(&self) -> String {
+    pub(super) fn field(&self) -> String {
         self.key.to_string()
     }
 
     /// How long the hash keeps it: `Some(Some(d))` for an automatic open (its break),
     /// `Some(None)` for a hold open (until released), `None` to remove it (closed).
-    pub fn kept_for(&self) -> Option<Option<Duration>> {
+    pub(super) fn kept_for(&self) -> Option<Option<Duration>> {
         match &self.remote {
             Remote::Opened { break_for } => Some(Some(*break_for)),
             Remote::Held(Hold::Open { .. }) => Some(None),
@@ -121,7 +121,7 @@ impl Message {
 
     /// The message with the break left replaced by `left` (a catch-up reads the break
     /// left on Redis's clock, not the one published).
-    pub fn with_break_left(mut self, left: Duration) -> Message {
+    pub(super) fn with_break_left(mut self, left: Duration) -> Message {
         if let Remote::Opened { break_for } = &mut self.remote {
             *break_for = left;
         }
@@ -129,7 +129,7 @@ impl Message {
     }
 
     /// The JSON text.
-    pub fn encode(&self) -> String {
+    pub(super) fn encode(&self) -> String {
         let (kind, break_ms, reason) = match &self.remote {
             Remote::Opened { break_for } => {
                 (Kind::Opened, Some(u64::try_from(break_for.as_millis()).unwrap_or(u64::MAX)), None)
@@ -155,7 +155,7 @@ impl Message {
     }
 
     /// The message in `bytes`, or `None` when they are not one this version reads.
-    pub fn decode(bytes: &[u8]) -> Option<Message> {
+    pub(super) fn decode(bytes: &[u8]) -> Option<Message> {
         if bytes.len() > MAX_MESSAGE {
             return None;
         }

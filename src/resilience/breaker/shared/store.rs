@@ -99,7 +99,7 @@ pub(super) struct OpenEntry {
 
 impl Store {
     /// The store at `url` under `prefix`; connects on first use and reconnects by itself.
-    pub fn new(url: &str, prefix: &str) -> Result<Store, String> {
+    pub(super) fn new(url: &str, prefix: &str) -> Result<Store, String> {
         let client = redis::Client::open(url).map_err(|e| format!("breaker_sharing: {e}"))?;
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(1)
@@ -120,13 +120,13 @@ impl Store {
     }
 
     /// The channel transitions are published on.
-    pub fn channel(&self) -> &str {
+    pub(super) fn channel(&self) -> &str {
         &self.channel
     }
 
     /// Records `message` in the hash and publishes it, in one call. `Ok(false)`: a later
     /// transition of the same breaker is already there, so this one is dropped.
-    pub async fn publish(&self, message: &Message) -> Result<bool, String> {
+    pub(super) async fn publish(&self, message: &Message) -> Result<bool, String> {
         let keep: i64 = match message.kept_for() {
             Some(Some(left)) => i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1),
             Some(None) => 0,
@@ -144,7 +144,7 @@ impl Store {
     }
 
     /// The breakers open now.
-    pub async fn open_now(&self) -> Result<Vec<OpenEntry>, String> {
+    pub(super) async fn open_now(&self) -> Result<Vec<OpenEntry>, String> {
         let mut invocation = self.open_now.prepare_invoke();
         invocation.key(&self.hash);
         let mut connection = self.connection.clone();
@@ -162,7 +162,7 @@ impl Store {
     }
 
     /// A connection subscribed to the channel.
-    pub async fn subscribe(&self) -> Result<PubSub, String> {
+    pub(super) async fn subscribe(&self) -> Result<PubSub, String> {
         let subscribed = async {
             let mut pubsub = self.client.get_async_pubsub().await?;
             pubsub.subscribe(&self.channel).await?;
@@ -176,7 +176,7 @@ impl Store {
     }
 
     /// How long a command may take.
-    pub fn timeout(&self) -> Duration {
+    pub(super) fn timeout(&self) -> Duration {
         COMMAND_TIMEOUT
     }
 }
