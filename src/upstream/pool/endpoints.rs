@@ -301,23 +301,7 @@ impl Drop for InFlight<'_> {
 mod tests {
     use super::*;
 
-    fn pool(n: usize) -> HttpPool {
-        let ups = (0..n)
-            .map(|i| {
-                Arc::new(
-                    HttpUpstream::new(
-                        "u",
-                        &format!("http://127.0.0.1:{}/mcp", 1000 + i),
-                        &Default::default(),
-                        Duration::from_secs(1),
-                        1024,
-                    )
-                    .unwrap(),
-                )
-            })
-            .collect();
-        HttpPool::new(Arc::from("u"), ups, Duration::from_secs(1))
-    }
+    use super::super::test_pool as pool;
 
     #[tokio::test(start_paused = true)]
     async fn retries_avoid_tried_endpoints_and_failing_ones_are_ejected() {

@@ -255,28 +255,8 @@ fn empty_init() -> Arc<InitResult> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
+    use super::super::test_pool as pool;
     use super::*;
-    use crate::upstream::http::HttpUpstream;
-
-    fn pool(n: usize) -> HttpPool {
-        let ups = (0..n)
-            .map(|i| {
-                Arc::new(
-                    HttpUpstream::new(
-                        "u",
-                        &format!("http://127.0.0.1:{}/mcp", 1000 + i),
-                        &Default::default(),
-                        Duration::from_secs(1),
-                        1024,
-                    )
-                    .unwrap(),
-                )
-            })
-            .collect();
-        HttpPool::new(Arc::from("u"), ups, Duration::from_secs(1))
-    }
 
     #[tokio::test]
     async fn a_pool_link_re_attaches_to_the_endpoint_sessions_it_is_given() {

@@ -15,3 +15,20 @@ mod link;
 
 pub(crate) use endpoints::{EjectError, HttpPool};
 pub(crate) use link::PoolLink;
+
+/// A pool of `n` endpoints that nothing listens on, for the unit tests of both halves.
+#[cfg(test)]
+fn test_pool(n: usize) -> HttpPool {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::upstream::http::HttpUpstream;
+
+    let ups = (0..n)
+        .map(|i| {
+            let url = format!("http://127.0.0.1:{}/mcp", 1000 + i);
+            Arc::new(HttpUpstream::new("u", &url, &Default::default(), Duration::from_secs(1), 1024).unwrap())
+        })
+        .collect();
+    HttpPool::new(Arc::from("u"), ups, Duration::from_secs(1))
+}
