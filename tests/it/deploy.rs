@@ -58,10 +58,19 @@ fn the_build_to_deploy_is_optimised_with_the_profile_in_the_repository_which_thi
     let script = read("scripts/build-production");
     assert!(script.contains(r#"profile="$PWD/deploy/pgo/seawall.profdata""#), "{script}");
     assert!(script.contains("-Cprofile-use=$profile"), "{script}");
-    assert!(script.contains("exec cargo build --profile production --locked --bin seawall"), "{script}");
+    assert!(script.contains("cargo build --profile production --locked --bin seawall"), "{script}");
+    // A profile the toolchain or a dependency outdated reaches no code: the build fails
+    // when the functions sampled from it are not in the binary.
+    assert!(script.contains(r#"sample="$PWD/deploy/pgo/functions.txt""#), "{script}");
+    assert!(script.contains("the PGO profile is stale"), "{script}");
+    let sample = read("deploy/pgo/functions.txt");
+    assert!(sample.lines().count() >= 50, "deploy/pgo/functions.txt samples the profile");
+    for name in sample.lines() {
+        assert!(name.starts_with("_ZN7seawall") && name.ends_with('E'), "a mangled seawall function: {name}");
+    }
     let dockerfile = read("deploy/Dockerfile");
     for line in [
-        "COPY deploy/pgo/seawall.profdata ./deploy/pgo/seawall.profdata",
+        "COPY deploy/pgo ./deploy/pgo",
         "COPY scripts/build-production ./scripts/build-production",
         "RUN scripts/build-production",
     ] {
