@@ -52,9 +52,9 @@ pub struct Timeouts {
     #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub tool_call: Duration,
-    /// `tools/call`: an attempt that hears nothing from the upstream for this long is
-    /// abandoned; each progress notification resets it and extends the call's deadline to
-    /// at least now + `tool_idle` (duration). Default `30s`.
+    /// `tools/call` with progress: each progress notification extends the call's deadline
+    /// to at least now + `tool_idle`, never past `tool_max` from the start; a call that
+    /// reports no progress ends at `tool_call` (duration). Default `30s`.
     #[schemars(with = "HumanDuration")]
     #[serde(with = "humantime_serde")]
     pub tool_idle: Duration,

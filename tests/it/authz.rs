@@ -138,6 +138,21 @@ async fn on_one_upstreams_endpoint_patterns_match_the_unprefixed_names() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_compares_numeric_arguments() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let rules = "  default: deny\n  rules:\n    \
+                 - principals: [ci]\n      allow: { tools: [demo__add] }\n      when: \"args.a < 10 && args.b >= 0.5\"\n";
+    let gw = Seawall::start(&gateway_yaml(&demo.url, rules)).await;
+
+    let ci = connect(&gw.url, CI_KEY).await;
+    let sum = ci.call_tool(1, "demo__add", json!({"a": 2, "b": 3})).await;
+    assert!(sum.to_string().contains('5'), "{sum}");
+    let denied = ci.request(2, "tools/call", json!({"name": "demo__add", "arguments": {"a": 12, "b": 3}})).await;
+    assert_eq!(error_of(&denied), (json!(-32602), "Unknown tool: demo__add".to_owned()), "{}", denied.raw);
+    assert_eq!(demo.calls("add"), 1, "only the allowed call reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_condition_over_arguments_allows_one_call_and_denies_another() {
     let demo = DemoUpstream::start(true, &[]).await;
     let rules = "  default: deny\n  rules:\n    \

@@ -1,6 +1,7 @@
 //! The decision: which rule, if any, decides whether a principal may do what a request
 //! asks.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -119,9 +120,7 @@ impl Condition {
             ("args", target.args.unwrap_or(&empty).clone()),
         ];
         for (name, value) in variables {
-            if context.add_variable(name, value).is_err() {
-                return Holds::Failed;
-            }
+            let Ok(()) = context.add_variable(name, cel_value(&value));
         }
         match program.execute(&context) {
             Ok(cel::Value::Bool(true)) => Holds::Yes,
@@ -134,6 +133,30 @@ impl Condition {
                 tracing::debug!(target: "seawall::policy", error = %e, "a rule's condition failed");
                 Holds::Failed
             }
+        }
+    }
+}
+
+/// `value` as CEL sees it. Built by hand rather than through serde: seawall's JSON numbers
+/// keep their exact text (`arbitrary_precision`), which serde hands on as a map, so a
+/// condition like `args.limit <= 100` would compare a map with an int and fail. A number is
+/// an `int` when it is a whole number that fits, else a `uint`, else a `double`.
+fn cel_value(value: &Value) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => cel::Value::Int(i),
+            (None, Some(u), _) => cel::Value::UInt(u),
+            (None, None, Some(f)) => cel::Value::Float(f),
+            (None, None, None) => cel::Value::String(Arc::new(n.to_string())),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(cel_value).collect())),
+        Value::Object(fields) => {
+            let map: HashMap<cel::objects::Key, cel::Value> =
+                fields.iter().map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), cel_value(v))).collect();
+            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
         }
     }
 }
@@ -398,6 +421,24 @@ mod condition_tests {
             Decision::Allow,
             "listed: some call may pass"
         );
+    }
+
+    #[test]
+    fn a_condition_compares_numbers_in_arguments_and_claims() {
+        let r = Rules::new(&AuthorizationConfig {
+            default: Decision::Deny,
+            rules: vec![when(
+                &["*"],
+                tools(&["fs__read_file"]),
+                None,
+                "args.limit <= 100 && args.ratio < 0.5 && args.big > 9223372036854775807 && args.tags[0] == 'a'",
+            )],
+        });
+        let ci = Principal::api_key("ci");
+        let small = json!({"limit": 100, "ratio": 0.25, "big": 18446744073709551615u64, "tags": ["a"]});
+        let large = json!({"limit": 101, "ratio": 0.25, "big": 18446744073709551615u64, "tags": ["a"]});
+        assert_eq!(r.decide(Some(&ci), &call("fs__read_file", &small)).decision, Decision::Allow);
+        assert_eq!(r.decide(Some(&ci), &call("fs__read_file", &large)).decision, Decision::Deny);
     }
 
     #[test]

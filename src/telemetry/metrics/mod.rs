@@ -108,7 +108,7 @@ pub fn client_request(method: &str, outcome: &'static str, elapsed: Duration) {
 }
 
 /// Times one attempt on an upstream and records it once: with the outcome it ended
-/// with, or as `cancelled` when it is dropped unfinished (a hedge won, the client left).
+/// with, or as `cancelled` when it is dropped unfinished (its deadline passed, the client left).
 pub(crate) struct AttemptTimer {
     upstream: std::sync::Arc<str>,
     method: &'static str,
