@@ -1,5 +1,5 @@
-//! seawall next to nginx and next to no proxy at all, in one run on this machine
-//! (issue 12): `tools/call echo` at 16 connections closed-loop and at 500 req/s
+//! seawall next to nginx and next to no proxy at all, in one run on this machine:
+//! `tools/call echo` at 16 connections closed-loop and at 500 req/s
 //! open-loop against the upstream directly, through nginx as a plain reverse proxy,
 //! and through seawall (`/mcp/<upstream>` and the aggregated `/mcp`) with its default
 //! stack; then seawall's memory per idle session, an aggregated `tools/list` over 10
@@ -141,7 +141,7 @@ async fn measure(d: &Durations, dir: &Path) -> u64 {
         stdio_upstream(d, dir, &bins, &mut report).await;
         idle_sessions(dir, &bins, &mut report).await;
     }
-    // A partial run's plot is not the README's.
+    // A partial run's plot is not the one the docs show.
     let plot = if d.calls_only { "target/bench/calls-only-latency.svg" } else { "dashboards/bench-latency.svg" };
     report.finish(&Path::new(env!("CARGO_MANIFEST_DIR")).join(plot))
 }

@@ -1,5 +1,5 @@
 //! What the run prints: each figure as it is measured, then the ratios, the issue's
-//! targets with PASS or MISS, a Markdown table for the README, and the latency plot.
+//! targets with PASS or MISS, a Markdown table for docs/src/internals/performance.md, and the latency plot.
 
 use std::path::Path;
 
@@ -39,7 +39,7 @@ pub struct Report {
 impl Report {
     pub fn new(gateway: &Path) -> Report {
         println!(
-            "seawall side by side (issue 12): one run, {} cores shared by the load generator, the proxies and the upstreams",
+            "seawall side by side: one run, {} cores shared by the load generator, the proxies and the upstreams",
             cores()
         );
         println!(
@@ -235,7 +235,7 @@ impl Report {
             }
         }
         let targets = self.targets();
-        println!("\n## targets of issue 12");
+        println!("\n## targets");
         for t in &targets {
             println!("{:<4} {:<52} {:>14}   goal {}", t.verdict(), t.what, t.shown, t.goal);
         }
@@ -361,7 +361,7 @@ impl Report {
                 f.ms(0.99)
             );
         }
-        println!("\n| target (issue 12) | measured | goal | |");
+        println!("\n| target | measured | goal | |");
         println!("|---|---:|---:|---|");
         for t in targets {
             println!("| {} | {} | {} | {} |", t.what, t.shown, t.goal, t.verdict());

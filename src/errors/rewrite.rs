@@ -1,5 +1,5 @@
 //! The one rewrite layer: every failure and every upstream error becomes the answer a
-//! client sees here, and only here. This file is the code table of the README.
+//! client sees here, and only here. This file is the table of docs/src/reference/errors.md.
 //!
 //! | case | answer |
 //! |---|---|
