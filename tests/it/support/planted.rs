@@ -3,7 +3,7 @@
 //! every error they answer, the distinctive pieces of each that must never reach a
 //! client, and the error kinds the upstreams answer with.
 //!
-//! What seawall promises (README "Errors", DESIGN §5) decides what is planted where:
+//! What seawall promises (docs/src/reference/errors.md, DESIGN §5) decides what is planted where:
 //! upstream errors with a client-fault code (-32600, -32601, -32602, -32002, -32800,
 //! -32042, -32021) and `isError` texts are passed on *scrubbed*, so they carry only what
 //! the sanitiser promises to remove ([`PROMISED`]); every other failure is *replaced* by
