@@ -104,7 +104,7 @@ mod tests {
     use crate::call::{Answer, GatewayError, Health, UpstreamError};
     use crate::resilience::breaker::classify::{Outcome, Verdict};
     use crate::resilience::breaker::classify::{outcome, split};
-    use crate::resilience::testing::failed;
+    use crate::resilience::test_support::failed;
 
     fn upstream(source: UpstreamError) -> Result<Answer, GatewayError> {
         Err(failed(source))

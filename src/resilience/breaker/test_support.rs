@@ -13,7 +13,7 @@ use super::classify::{Outcome, Verdict};
 use super::{BreakerLayer, Breakers};
 use crate::call::{Answer, GatewayError, UpstreamCall, UpstreamError};
 use crate::config::BreakerConfig;
-use crate::resilience::testing::{call_to, failed};
+use crate::resilience::test_support::{call_to, failed};
 
 /// Small numbers so that tests read easily.
 pub(super) fn cfg() -> BreakerConfig {
