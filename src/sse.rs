@@ -172,13 +172,19 @@ pub(crate) fn encode_message(data: &str, id: Option<&str>) -> Bytes {
         out.push('\n');
     }
     out.push_str("event: message\n");
+    push_data(&mut out, data);
+    Bytes::from(out)
+}
+
+/// Appends `data` as an event's `data:` lines, one per line of it, and the blank line
+/// that ends the event.
+fn push_data(out: &mut String, data: &str) {
     for line in data.split('\n') {
         out.push_str("data: ");
         out.push_str(line);
         out.push('\n');
     }
     out.push('\n');
-    Bytes::from(out)
 }
 
 /// Encodes a priming event: an id and empty data, so that a client may reconnect with
@@ -191,12 +197,7 @@ pub(crate) fn encode_priming(id: &str, retry: std::time::Duration) -> Bytes {
 /// Encodes one event of type `event` (e.g. `endpoint`), without an id.
 pub(crate) fn encode_event(event: &str, data: &str) -> Bytes {
     let mut out = format!("event: {event}\n");
-    for line in data.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push('\n');
+    push_data(&mut out, data);
     Bytes::from(out)
 }
 

@@ -25,7 +25,7 @@ use super::{ClientFuture, ClientRequest, Routed};
 use crate::call::GatewayError;
 use crate::config::CacheConfig;
 use crate::jsonrpc;
-use crate::mcp::method;
+use crate::mcp::modern;
 
 /// Applies [`Cached`] when the cache is enabled.
 #[derive(Clone, Default)]
@@ -71,17 +71,6 @@ struct Entries {
 struct Hints {
     ttl: Duration,
     public: bool,
-}
-
-fn cacheable(name: &str) -> bool {
-    matches!(
-        name,
-        method::TOOLS_LIST
-            | method::PROMPTS_LIST
-            | method::RESOURCES_LIST
-            | method::RESOURCE_TEMPLATES_LIST
-            | method::RESOURCES_READ
-    )
 }
 
 fn hints(result: &RawValue) -> Option<Hints> {
@@ -175,7 +164,7 @@ where
     }
 
     fn call(&mut self, req: ClientRequest) -> Self::Future {
-        let Some(cache) = self.cache.clone().filter(|_| cacheable(&req.method)) else {
+        let Some(cache) = self.cache.clone().filter(|_| modern::is_cacheable(&req.method)) else {
             return Either::Left(self.inner.call(req));
         };
         let public = request_key(&req);

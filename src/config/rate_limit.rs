@@ -168,3 +168,75 @@ pub(crate) fn check_rate_limits(config: &RateLimitsConfig, out: &mut Vec<Problem
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::test_support::{assert_issue, assert_one, issues, ok, with_upstream};
+
+    #[test]
+    fn rate_limits_parse_and_default_the_burst_to_the_rate() {
+        let config = ok(&with_upstream(&[
+            "rate_limits:",
+            "  backend: memory",
+            "  limits:",
+            "    - { per: principal, tools: ['*'], rate: 20/s, burst: 40 }",
+            "    - { per: global, rate: 100/m }",
+        ]));
+        let limits = &config.rate_limits.limits;
+        assert_eq!(limits.len(), 2);
+        let (rate, burst) = limits[0].quota().unwrap();
+        assert_eq!((rate.count, rate.period, burst), (20, std::time::Duration::from_secs(1), 40));
+        assert_eq!(limits[1].quota().unwrap().1, 100, "burst defaults to the rate's count");
+        assert_eq!(limits[1].tools, None);
+    }
+
+    #[test]
+    fn bad_rate_limits_are_reported_at_their_line() {
+        for (rate, message) in [
+            ("20", "invalid rate \"20\": expected <count>/<unit>"),
+            ("20/d", "invalid rate \"20/d\""),
+            ("x/s", "invalid rate \"x/s\""),
+            ("-1/s", "invalid rate \"-1/s\""),
+            ("0/s", "the count must be at least 1"),
+        ] {
+            let line = format!("    - {{ per: tool, rate: '{rate}' }}");
+            assert_one(&with_upstream(&["rate_limits:", "  limits:", &line]), 3, "rate_limits.limits[0].rate", message);
+        }
+        let found = issues(&with_upstream(&[
+            "rate_limits:",
+            "  limits:",
+            "    - per: global",
+            "      rate: 1/s",
+            "      burst: 0",
+            "    - per: tool",
+            "      rate: 1/s",
+            "      tools: []",
+            "    - per: tool",
+            "      rate: 1/s",
+            "      tools: ['']",
+        ]));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_issue(&found[0], 5, "rate_limits.limits[0].burst", "must be at least 1");
+        assert_issue(&found[1], 8, "rate_limits.limits[1].tools", "at least one pattern");
+        assert_issue(&found[2], 11, "rate_limits.limits[2].tools[0]", "must not be empty");
+    }
+
+    #[test]
+    fn rate_limit_keys_and_backends_are_closed_sets() {
+        let found = issues(&with_upstream(&["rate_limits:", "  limits:", "    - { per: session, rate: 1/s }"]));
+        assert_issue(&found[0], 3, "rate_limits.limits[0].per", "unknown variant `session`");
+        assert_one(&with_upstream(&["rate_limits:", "  backend: disk"]), 2, "rate_limits.backend", "expected `memory`");
+        let found = issues(&with_upstream(&["rate_limits:", "  on_backend_error: maybe"]));
+        assert_issue(&found[0], 2, "rate_limits.on_backend_error", "unknown variant `maybe`");
+        let config = ok(&with_upstream(&[
+            "rate_limits:",
+            "  backend: redis://127.0.0.1:6379",
+            "  on_backend_error: deny",
+            "  key_prefix: 'a:'",
+        ]));
+        assert_eq!(
+            config.rate_limits.backend(),
+            Ok(crate::config::RateBackend::Redis("redis://127.0.0.1:6379".into()))
+        );
+    }
+}

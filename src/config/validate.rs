@@ -494,3 +494,479 @@ fn check_breaker_sharing(config: &Config, out: &mut Vec<Problem>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! One test per validation rule, asserting the exact line and field reported.
+
+    use std::time::Duration;
+
+    use crate::config::test_support::{assert_issue, assert_one, issues, ok, with_upstream};
+    use crate::config::{Config, CorsConfig};
+
+    #[test]
+    fn at_least_one_upstream() {
+        assert_one(&["listen: 127.0.0.1:1"], 1, "upstreams", "at least one upstream");
+        assert_one(&["listen: 127.0.0.1:1", "upstreams: []"], 2, "upstreams", "at least one");
+    }
+
+    #[test]
+    fn upstream_names_are_valid_unique_and_separator_free() {
+        let found = issues(&[
+            "upstreams:",
+            "  - name: 'has space'",
+            "    command: x",
+            "  - name: ''",
+            "    command: x",
+            "  - name: dup",
+            "    command: x",
+            "  - name: dup",
+            "    command: x",
+            "  - name: a__b",
+            "    command: x",
+            &format!("  - name: {}", "n".repeat(65)),
+            "    command: x",
+        ]);
+        assert_eq!(found.len(), 5, "{found:#?}");
+        assert_issue(&found[0], 2, "upstreams[0].name", "invalid name \"has space\"");
+        assert_issue(&found[1], 4, "upstreams[1].name", "invalid name \"\"");
+        assert_issue(&found[2], 8, "upstreams[3].name", "duplicate upstream name \"dup\" (also upstreams[2])");
+        assert_issue(&found[3], 10, "upstreams[4].name", "contains the name separator \"__\"");
+        assert_issue(&found[4], 12, "upstreams[5].name", "invalid name");
+        ok(&["upstreams:", "  - name: Aa0_-", "    command: x"]);
+    }
+
+    #[test]
+    fn separator_applies_to_names() {
+        ok(&["name_separator: '.'", "upstreams:", "  - name: a__b", "    command: x"]);
+        assert_one(
+            &["name_separator: '-'", "upstreams:", "  - name: a-b", "    command: x"],
+            3,
+            "upstreams[0].name",
+            "contains the name separator \"-\"",
+        );
+    }
+
+    #[test]
+    fn separator_is_nonempty_printable_without_slash() {
+        for (value, message) in [
+            ("''", "must not be empty"),
+            ("'a b'", "printable ASCII"),
+            ("\"\\t\"", "printable ASCII"),
+            ("'é'", "printable ASCII"),
+            ("'/'", "must not contain `/`"),
+        ] {
+            let line = format!("name_separator: {value}");
+            assert_one(&with_upstream(&["# x", &line]), 2, "name_separator", message);
+        }
+    }
+
+    #[test]
+    fn exactly_one_of_command_or_url() {
+        assert_one(
+            &["upstreams:", "  - name: a", "    args: [x]"],
+            2,
+            "upstreams[0]",
+            "needs `command` (a stdio upstream) or `url` (an HTTP upstream)",
+        );
+        assert_one(
+            &["upstreams:", "  - name: a", "    command: x", "    url: http://h/"],
+            4,
+            "upstreams[0].url",
+            "cannot be combined with `command`",
+        );
+        assert_one(&["upstreams:", "  - name: a", "    command: ''"], 3, "upstreams[0].command", "non-empty");
+    }
+
+    #[test]
+    fn stdio_fields_are_rejected_on_http_upstreams() {
+        let found = issues(&[
+            "upstreams:",
+            "  - name: h",
+            "    url: http://h/mcp",
+            "    args: []",
+            "    env: {A: b}",
+            "    cwd: /tmp",
+            "    share: shared",
+            "    restart: {base_delay: 1s}",
+            "    shutdown_grace: 2s",
+        ]);
+        let fields = ["args", "env", "cwd", "share", "restart", "shutdown_grace"];
+        assert_eq!(found.len(), fields.len(), "{found:#?}");
+        for (i, (issue, field)) in found.iter().zip(fields).enumerate() {
+            let path = format!("upstreams[0].{field}");
+            assert_issue(issue, i + 4, &path, "applies only to stdio upstreams (`command`)");
+        }
+    }
+
+    #[test]
+    fn headers_are_rejected_on_stdio_upstreams() {
+        assert_one(
+            &["upstreams:", "  - name: s", "    command: x", "    headers: {}"],
+            4,
+            "upstreams[0].headers",
+            "applies only to HTTP upstreams (`url`), and this one has `command`",
+        );
+    }
+
+    #[test]
+    fn the_sse_transport_is_for_single_http_upstreams() {
+        let config = ok(&["upstreams:", "  - name: old", "    url: http://127.0.0.1:1/sse", "    transport: sse"]);
+        assert!(matches!(
+            config.upstreams[0].kind(),
+            crate::config::UpstreamKind::Sse { url: "http://127.0.0.1:1/sse", .. }
+        ));
+        ok(&["upstreams:", "  - name: new", "    url: http://127.0.0.1:1/mcp", "    transport: streamable_http"]);
+        assert_one(
+            &["upstreams:", "  - name: s", "    command: x", "    transport: sse"],
+            4,
+            "upstreams[0].transport",
+            "applies only to HTTP upstreams (`url`), and this one has `command`",
+        );
+        assert_one(
+            &[
+                "upstreams:",
+                "  - name: old",
+                "    url: http://h/sse",
+                "    transport: sse",
+                "    endpoints: [http://g/sse]",
+            ],
+            5,
+            "upstreams[0].endpoints",
+            "replicas are balanced over Streamable HTTP only",
+        );
+        assert_one(
+            &["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: modern"],
+            5,
+            "upstreams[0].protocol",
+            "speaks the session era (`legacy`) only",
+        );
+        ok(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: sse", "    protocol: legacy"]);
+        let found = issues(&["upstreams:", "  - name: old", "    url: http://h/sse", "    transport: websocket"]);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_issue(&found[0], 4, "upstreams[0].transport", "unknown variant `websocket`");
+    }
+
+    #[test]
+    fn url_must_be_http_or_https_with_a_host() {
+        for (url, ok_url) in [
+            ("http://127.0.0.1:18080/mcp", true),
+            ("https://mcp.example.com", true),
+            ("ftp://x", false),
+            ("http:///mcp", false),
+            ("/mcp", false),
+            ("not a url", false),
+        ] {
+            let lines = ["upstreams:", "  - name: a", "    command: x", "  - name: b", &format!("    url: '{url}'")];
+            if ok_url {
+                ok(&lines);
+            } else {
+                let message = format!("not an http(s) URL: {url:?}");
+                assert_one(&lines, 5, "upstreams[1].url", &message);
+            }
+        }
+    }
+
+    #[test]
+    fn header_names_and_values_must_be_valid_http() {
+        let found = issues(&[
+            "upstreams:",
+            "  - name: h",
+            "    url: http://h/mcp",
+            "    headers:",
+            "      X-Fine: ok",
+            "      'Bad Name': v",
+            "      X-Newline: \"a\\nb\"",
+            "      Content-Type: text/plain",
+            "      Mcp-Session-Id: abc",
+        ]);
+        assert_eq!(found.len(), 4, "{found:#?}");
+        assert_issue(&found[0], 6, "upstreams[0].headers.Bad Name", "invalid HTTP header name");
+        assert_issue(&found[1], 7, "upstreams[0].headers.X-Newline", "invalid HTTP header value");
+        assert_issue(&found[2], 8, "upstreams[0].headers.Content-Type", "set by the gateway");
+        assert_issue(&found[3], 9, "upstreams[0].headers.Mcp-Session-Id", "set by the gateway");
+        assert!(!found[1].message.contains("a\nb"), "header values are never echoed");
+    }
+
+    #[test]
+    fn env_names_and_args_must_be_usable() {
+        let found = issues(&[
+            "upstreams:",
+            "  - name: s",
+            "    command: x",
+            "    args: [ok, \"nul\\0\"]",
+            "    env:",
+            "      'A=B': x",
+            "    cwd: ''",
+        ]);
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_issue(&found[0], 4, "upstreams[0].args[1]", "NUL");
+        assert_issue(&found[1], 6, "upstreams[0].env.A=B", "without `=`");
+        assert_issue(&found[2], 7, "upstreams[0].cwd", "must not be empty");
+    }
+
+    #[test]
+    fn durations_must_be_positive() {
+        let found = issues(&[
+            "session:",
+            "  idle_timeout: 0s",
+            "defaults:",
+            "  timeouts:",
+            "    connect: 0s",
+            "    request: 0ms",
+            "    tool_call: 0s",
+            "upstreams:",
+            "  - name: s",
+            "    command: x",
+            "    restart:",
+            "      base_delay: 0s",
+            "    shutdown_grace: 0s",
+            "    timeouts:",
+            "      request: 0s",
+        ]);
+        let expected = [
+            (2, "session.idle_timeout"),
+            (5, "defaults.timeouts.connect"),
+            (6, "defaults.timeouts.request"),
+            (7, "defaults.timeouts.tool_call"),
+            (12, "upstreams[0].restart.base_delay"),
+            (13, "upstreams[0].shutdown_grace"),
+            (15, "upstreams[0].timeouts.request"),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        for (issue, (line, field)) in found.iter().zip(expected) {
+            assert_issue(issue, line, field, "must be longer than 0");
+        }
+    }
+
+    #[test]
+    fn restart_base_delay_at_most_max_delay() {
+        assert_one(
+            &[
+                "upstreams:",
+                "  - name: s",
+                "    command: x",
+                "    restart:",
+                "      max_delay: 1s",
+                "      base_delay: 2s",
+            ],
+            6,
+            "upstreams[0].restart.base_delay",
+            "2s is longer than max_delay (1s)",
+        );
+        // Only base_delay written: the default max_delay (30s) still bounds it.
+        assert_one(
+            &["upstreams:", "  - name: s", "    command: x", "    restart:", "      base_delay: 1m"],
+            5,
+            "upstreams[0].restart.base_delay",
+            "1m is longer than max_delay (30s)",
+        );
+        ok(&["upstreams:", "  - name: s", "    command: x", "    restart: {base_delay: 1s, max_delay: 1s}"]);
+    }
+
+    #[test]
+    fn limits_must_be_positive() {
+        let found = issues(&with_upstream(&[
+            "session:",
+            "  max_sessions: 0",
+            "limits:",
+            "  max_body_bytes: 0",
+            "  max_message_bytes: 0",
+            "  max_in_flight_per_session: 0",
+        ]));
+        let expected = [
+            (2, "session.max_sessions"),
+            (4, "limits.max_body_bytes"),
+            (5, "limits.max_message_bytes"),
+            (6, "limits.max_in_flight_per_session"),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        for (issue, (line, field)) in found.iter().zip(expected) {
+            assert_issue(issue, line, field, "must be at least 1");
+        }
+    }
+
+    #[test]
+    fn admin_listener_must_not_collide_with_listen() {
+        assert_one(
+            &with_upstream(&["listen: 0.0.0.0:8080", "admin_listen: 127.0.0.1:8080"]),
+            2,
+            "admin_listen",
+            "conflicts with `listen` (0.0.0.0:8080)",
+        );
+        ok(&with_upstream(&["listen: 0.0.0.0:8080", "admin_listen: 127.0.0.1:9090"]));
+        ok(&with_upstream(&["listen: 127.0.0.1:8080", "admin_listen: 127.0.0.2:8080"]));
+        ok(&with_upstream(&["listen: 127.0.0.1:0", "admin_listen: 127.0.0.1:0"]));
+        ok(&with_upstream(&["listen: '[::1]:8080'", "admin_listen: ~"]));
+    }
+
+    #[test]
+    fn allowed_origins_are_full_origins_or_star() {
+        ok(&with_upstream(&[
+            "security:",
+            "  allowed_origins: ['*', 'https://app.example.com', 'http://localhost:3000', 'vscode-webview://abc']",
+        ]));
+        let found = issues(&with_upstream(&[
+            "security:",
+            "  allowed_origins:",
+            "    - app.example.com",
+            "    - https://app.example.com/",
+            "    - https://app.example.com/path",
+        ]));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        for (i, issue) in found.iter().enumerate() {
+            let field = format!("security.allowed_origins[{i}]");
+            assert_issue(issue, i + 3, &field, "not an origin");
+        }
+    }
+
+    #[test]
+    fn allowed_hosts_are_host_names_with_optional_port() {
+        ok(&with_upstream(&["security:", "  allowed_hosts: [example.com, 'gw.internal:8080', '[::1]:80', 10.0.0.1]"]));
+        let found = issues(&with_upstream(&[
+            "security:",
+            "  allowed_hosts:",
+            "    - 'user@host'",
+            "    - 'http://host'",
+            "    - ''",
+        ]));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        for (i, issue) in found.iter().enumerate() {
+            let field = format!("security.allowed_hosts[{i}]");
+            assert_issue(issue, i + 3, &field, "not a host name");
+        }
+    }
+
+    #[test]
+    fn shared_breakers_need_a_redis_and_take_the_rate_limits_one() {
+        let found = issues(&[
+            "defaults:",
+            "  breaker: { shared: true }",
+            "upstreams:",
+            "  - name: a",
+            "    command: x",
+            "  - name: b",
+            "    command: x",
+            "    breaker:",
+            "      shared: true",
+        ]);
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_issue(&found[0], 2, "defaults.breaker.shared", "needs a Redis to share through");
+        assert_issue(&found[1], 9, "upstreams[1].breaker.shared", "set breaker_sharing.redis");
+        let config = ok(&with_upstream(&[
+            "defaults:",
+            "  breaker: { shared: true }",
+            "rate_limits:",
+            "  backend: redis://10.0.0.7:6379/2",
+        ]));
+        assert_eq!(config.breaker_sharing_redis().as_deref(), Some("redis://10.0.0.7:6379/2"));
+        assert!(config.shares_breakers());
+        let config = ok(&with_upstream(&[
+            "breaker_sharing:",
+            "  redis: redis://breakers:6379",
+            "  prefix: 'fleet-a:breakers:'",
+            "rate_limits:",
+            "  backend: redis://limits:6379",
+        ]));
+        assert_eq!(config.breaker_sharing_redis().as_deref(), Some("redis://breakers:6379"));
+        assert_eq!(config.breaker_sharing.prefix, "fleet-a:breakers:");
+        assert!(!config.shares_breakers(), "nothing is shared unless a breaker says so");
+    }
+
+    #[test]
+    fn breaker_sharing_takes_a_redis_url_and_a_plain_prefix() {
+        let found = issues(&with_upstream(&["breaker_sharing:", "  redis: http://cache:6379", "  prefix: 'a b'"]));
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_issue(&found[0], 2, "breaker_sharing.redis", "expected a redis://host:port[/db] URL");
+        assert_issue(&found[1], 3, "breaker_sharing.prefix", "printable ASCII without spaces");
+        assert_one(
+            &with_upstream(&["breaker_sharing:", "  prefix: ''"]),
+            2,
+            "breaker_sharing.prefix",
+            "must be 1 to 128",
+        );
+        assert_one(
+            &with_upstream(&["breaker_sharing:", "  channel: x"]),
+            2,
+            "breaker_sharing",
+            "unknown field `channel`",
+        );
+    }
+
+    // --- the guards: CORS, and the per-principal session and in-flight caps ------------
+
+    #[test]
+    fn guards_are_off_by_default() {
+        let c = Config::default();
+        assert_eq!(c.security.cors, CorsConfig::default());
+        assert!(c.security.cors.allowed_origins.is_empty());
+        assert_eq!(c.security.cors.max_age, Duration::from_secs(600));
+        assert!(!c.security.cors.allow_credentials);
+        assert_eq!(c.session.max_sessions_per_principal, 0);
+        assert_eq!(c.limits.max_in_flight_per_principal, 0);
+    }
+
+    #[test]
+    fn guards_parse() {
+        let c = ok(&with_upstream(&[
+            "security:",
+            "  cors: { allowed_origins: ['https://app.example.com', 'http://localhost:5173'], max_age: 1h, allow_credentials: true }",
+            "session: { max_sessions_per_principal: 64 }",
+            "limits: { max_in_flight_per_principal: 32 }",
+        ]));
+        let cors = &c.security.cors;
+        assert_eq!(cors.allowed_origins, ["https://app.example.com", "http://localhost:5173"]);
+        assert_eq!(cors.max_age, Duration::from_secs(3600));
+        assert!(cors.allow_credentials);
+        assert_eq!(c.session.max_sessions_per_principal, 64);
+        assert_eq!(c.limits.max_in_flight_per_principal, 32);
+        ok(&with_upstream(&["security:", "  cors: { allowed_origins: ['*'], max_age: 0s }"]));
+    }
+
+    #[test]
+    fn bad_cors_values_are_reported_at_their_line() {
+        let found = issues(&with_upstream(&[
+            "security:",
+            "  cors:",
+            "    allowed_origins:",
+            "      - '*'",
+            "      - app.example.com",
+            "      - https://app.example.com/path",
+            "    max_age: 2d",
+            "    allow_credentials: true",
+        ]));
+        assert_eq!(found.len(), 4, "{found:#?}");
+        assert_issue(&found[0], 5, "security.cors.allowed_origins[1]", "not an origin");
+        assert_issue(&found[1], 6, "security.cors.allowed_origins[2]", "not an origin");
+        assert_issue(&found[2], 7, "security.cors.max_age", "at most 24h");
+        assert_issue(&found[3], 8, "security.cors.allow_credentials", "contains \"*\"");
+        assert_one(
+            &with_upstream(&["security:", "  cors: { allowed_origin: ['*'] }"]),
+            2,
+            "security.cors",
+            "unknown field `allowed_origin`",
+        );
+        assert_one(
+            &with_upstream(&["security:", "  cors:", "    max_age: soon"]),
+            3,
+            "security.cors.max_age",
+            "invalid",
+        );
+    }
+
+    #[test]
+    fn per_principal_caps_are_counts() {
+        assert_one(
+            &with_upstream(&["session:", "  max_sessions_per_principal: -1"]),
+            2,
+            "session.max_sessions_per_principal",
+            "expected usize",
+        );
+        assert_one(
+            &with_upstream(&["limits:", "  max_in_flight_per_principal: many"]),
+            2,
+            "limits.max_in_flight_per_principal",
+            "invalid type",
+        );
+    }
+}

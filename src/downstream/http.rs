@@ -119,7 +119,7 @@ fn covers(range: &[u8], ty: &[u8]) -> bool {
 }
 
 /// Exactly one `Content-Type`, of media type `application/json` (parameters allowed).
-pub(super) fn is_json(headers: &HeaderMap) -> bool {
+fn is_json(headers: &HeaderMap) -> bool {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else { return false };
     media_type(value.as_bytes()).eq_ignore_ascii_case(b"application/json")
@@ -140,9 +140,17 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
+/// The body of a POST that declares JSON (`Content-Type`), read within the limits.
+pub(super) async fn read_json_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
+    if !is_json(&cx.headers) {
+        return Err(Refusal::UnsupportedMediaType);
+    }
+    read_body(cx, body).await
+}
+
 /// Reads the body within the size and time limits. A declared length over the limit
 /// is refused before the body is polled, so hyper sends no `100 Continue` for it.
-pub(super) async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
+async fn read_body(cx: &Cx<'_>, body: Body) -> Result<Bytes, Refusal> {
     let limit = cx.st.max_body_bytes;
     if declared_length(&cx.headers).is_some_and(|n| n > limit as u64) {
         return Err(Refusal::TooLarge { limit });

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{Cx, Final, accepted, accepts, is_json, json_or_stream, json_response, read_body};
+use super::http::{Cx, Final, accepted, accepts, json_or_stream, json_response, read_json_body};
 use super::refusal::Refusal;
 use super::run_to_end::RunToEnd;
 use crate::gateway::{ModernAnswer, ModernRequest};
@@ -67,10 +67,7 @@ pub(super) async fn serve(cx: &Cx<'_>, scope: Scope, method: &Method, body: Body
     if !accept.json {
         return cx.refuse(Refusal::NotAcceptable { stream: false }, None);
     }
-    if !is_json(&cx.headers) {
-        return cx.refuse(Refusal::UnsupportedMediaType, None);
-    }
-    let bytes = match read_body(cx, body).await {
+    let bytes = match read_json_body(cx, body).await {
         Ok(b) => b,
         Err(refusal) => return cx.refuse(refusal, None),
     };

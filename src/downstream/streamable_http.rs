@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
-use super::http::{Cx, Final, SESSION_HEADER, VERSION_HEADER, accepted, accepts, is_json, json_response, read_body};
+use super::http::{Cx, Final, SESSION_HEADER, VERSION_HEADER, accepted, accepts, json_response, read_json_body};
 use super::refusal::Refusal;
 use super::run_to_end::RunToEnd;
 use crate::gateway::{InitError, NoSession};
@@ -27,10 +27,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, body: Body) -> Response {
     if !accept.json && !accept.sse {
         return cx.refuse(Refusal::NotAcceptable { stream: false }, None);
     }
-    if !is_json(&cx.headers) {
-        return cx.refuse(Refusal::UnsupportedMediaType, None);
-    }
-    let bytes = match read_body(cx, body).await {
+    let bytes = match read_json_body(cx, body).await {
         Ok(b) => b,
         Err(refusal) => return cx.refuse(refusal, None),
     };

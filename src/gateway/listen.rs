@@ -3,15 +3,15 @@
 //! subscriptions made upstream once per context and withdrawn with the last stream.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use futures::StreamExt as _;
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
-use super::modern::{ModernAnswer, ModernRequest, NEXT_ID};
+use super::context::internal_id;
+use super::modern::{ModernAnswer, ModernRequest};
 use crate::client::HttpHint;
-use crate::jsonrpc::{self, Id, Message, Request, code};
+use crate::jsonrpc::{self, Message, Request, code};
 use crate::mcp::method;
 use crate::session::Session;
 
@@ -73,7 +73,7 @@ impl Drop for Unsubscribe {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 for uri in last {
-                    let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+                    let internal = internal_id();
                     let params = jsonrpc::to_raw(&json!({ "uri": uri }));
                     let req =
                         Request { id: internal, method: method::RESOURCES_UNSUBSCRIBE.into(), params: Some(params) };
@@ -175,7 +175,7 @@ impl Gateway {
             *n += 1;
             return true;
         }
-        let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+        let internal = internal_id();
         let params = jsonrpc::to_raw(&json!({ "uri": uri }));
         let req = Request { id: internal, method: method::RESOURCES_SUBSCRIBE.into(), params: Some(params) };
         let answered = self.answer_request(session, req, None).await;

@@ -1,6 +1,7 @@
 //! The gateway as downstream transports see it: initialize a session, handle one
 //! request, notification or response, end a session. Transport-independent.
 
+mod context;
 mod initialize;
 mod listen;
 mod modern;
@@ -39,8 +40,10 @@ pub(crate) struct Gateway {
     /// request keeps the ones it started with.
     routing: Arc<ArcSwap<Routing>>,
     sessions: SessionTable,
-    /// The contexts of modern-era clients, by what they share (see `modern.rs`).
-    contexts: modern::Contexts,
+    /// The contexts of modern-era clients, by what they share (see `context.rs`).
+    contexts: context::Contexts,
+    /// Modern requests' calls waiting for the client's input.
+    parked: modern::Parked,
     /// The access log, for the requests the gateway answers outside the client stack
     /// (`initialize`).
     access: Option<crate::telemetry::access::AccessLog>,
@@ -82,7 +85,13 @@ impl Gateway {
     /// A gateway whose requests go through `routing`.
     pub(crate) fn with_routing(routing: Routing, sessions: SessionTable) -> Gateway {
         let routing = Arc::new(ArcSwap::from_pointee(routing));
-        Gateway { routing, sessions, contexts: modern::Contexts::default(), access: None }
+        Gateway {
+            routing,
+            sessions,
+            contexts: context::Contexts::default(),
+            parked: modern::Parked::default(),
+            access: None,
+        }
     }
 
     /// Puts `routing` in force for the requests that start from now on (those in flight

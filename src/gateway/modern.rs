@@ -1,12 +1,7 @@
 //! Modern-era (2026-07-28) clients in front of legacy upstreams: each request is
-//! self-contained, so seawall keeps the upstream sessions itself.
-//!
-//! A *context* is a session of seawall's own that stands for every modern client that
-//! shares a scope, a principal and an envelope (protocol version, capabilities, client
-//! info): it opens the upstream sessions once and is reused by every later request of
-//! that kind, and it expires like any idle session. It sits in the session table (so it
-//! counts against `session.max_sessions`, is reaped when idle and closed at shutdown)
-//! but it is never given to a client, and no client can address it.
+//! self-contained, so seawall keeps the upstream sessions itself, in a *context*
+//! (`context.rs`) that every modern client sharing a scope, a principal and an envelope
+//! uses.
 //!
 //! Requests run through the same client stack as legacy ones, under an id of seawall's
 //! own (modern clients of one context choose their ids independently), and are
@@ -14,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
@@ -23,28 +17,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use super::context::internal_id;
 use super::{Gateway, ModernCaller};
-use crate::call::GatewayError;
 use crate::client::{Answered, HttpHint};
 use crate::identity::Principal;
 use crate::jsonrpc::{self, Id, Message, Request, code};
 use crate::mcp::modern::{self, Envelope};
 use crate::mcp::trace_context::{self, RequestTrace, TraceContext};
 use crate::mcp::{self as mcp_era, meta, method};
-use crate::session::table::{Holder, TableFull};
-use crate::session::{Front, Scope, Session, Slot};
+use crate::session::{Scope, Session, Slot};
 use crate::telemetry::trace::spans;
-
-/// The modern contexts, by what their clients share.
-#[derive(Default)]
-pub(super) struct Contexts {
-    by_key: Mutex<HashMap<String, Arc<Session>>>,
-    /// Resource subscriptions made upstream for contexts (`context \0 uri`), counted by
-    /// the listen streams that asked for them.
-    pub(super) subscribed: Mutex<HashMap<String, usize>>,
-    /// Calls waiting for the client's input, by `requestState`.
-    parked: Arc<Mutex<HashMap<String, Call>>>,
-}
 
 /// One running upstream call of a modern request.
 struct Call {
@@ -76,13 +58,17 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(25);
 /// Related messages buffered per call.
 const EVENTS: usize = 64;
 
-impl Contexts {
+/// Calls waiting for the client's input, by `requestState`.
+#[derive(Default)]
+pub(super) struct Parked(Arc<Mutex<HashMap<String, Call>>>);
+
+impl Parked {
     /// Parks `call` under a fresh unguessable `requestState`; cancels it if no retry
     /// takes it within [`PARK_TIMEOUT`].
     fn park(&self, call: Call) -> String {
         let state = format!("{STATE_PREFIX}{}", crate::session::mint_id());
-        self.parked.lock().insert(state.clone(), call);
-        let parked = Arc::downgrade(&self.parked);
+        self.0.lock().insert(state.clone(), call);
+        let parked = Arc::downgrade(&self.0);
         let key = state.clone();
         tokio::spawn(async move {
             tokio::time::sleep(PARK_TIMEOUT).await;
@@ -97,29 +83,12 @@ impl Contexts {
 
     /// The call parked under `state`, if it belongs to `context` and `method`.
     fn unpark(&self, state: &str, context: &str, method: &str) -> Option<Call> {
-        let mut parked = self.parked.lock();
+        let mut parked = self.0.lock();
         let call = parked.get(state)?;
         if call.context != context || call.method != method {
             return None;
         }
         parked.remove(state)
-    }
-
-    fn live(&self, key: &str) -> Option<Arc<Session>> {
-        let session = self.by_key.lock().get(key).cloned()?;
-        (!session.ended().is_cancelled()).then_some(session)
-    }
-
-    /// Keeps `session` under `key` unless a live one got there first (then returns that
-    /// one); forgets contexts that have ended.
-    fn insert(&self, key: String, session: &Arc<Session>) -> Option<Arc<Session>> {
-        let mut map = self.by_key.lock();
-        map.retain(|_, s| !s.ended().is_cancelled());
-        if let Some(existing) = map.get(&key) {
-            return Some(Arc::clone(existing));
-        }
-        map.insert(key, Arc::clone(session));
-        None
     }
 }
 
@@ -261,16 +230,6 @@ fn error_code(error: &RawValue) -> i64 {
     jsonrpc::view::<Code>(Some(error)).map_or(code::INTERNAL_ERROR, |c| c.code)
 }
 
-pub(super) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The client capabilities a context offers its upstreams: the client's own, without
-/// `tasks` (which the modern era removed).
-fn offered_capabilities(capabilities: &Value) -> Value {
-    let mut caps = capabilities.as_object().cloned().unwrap_or_default();
-    caps.remove("tasks");
-    Value::Object(caps)
-}
-
 impl Gateway {
     /// Answers one modern request of `scope` made as `principal`. `abandoned` fires when
     /// the client closes its response stream: the request is then cancelled upstream.
@@ -326,7 +285,7 @@ impl Gateway {
         // upstream's own) travels to the upstream with the retry, untouched.
         let retry = jsonrpc::view::<Retry>(req.params.as_deref()).unwrap_or_default();
         let call = match retry.request_state.filter(|s| s.starts_with(STATE_PREFIX)) {
-            Some(state) => match self.contexts.unpark(&state, &context, &req.method) {
+            Some(state) => match self.parked.unpark(&state, &context, &req.method) {
                 Some(call) => {
                     for (key, response) in retry.input_responses.unwrap_or_default() {
                         let response = jsonrpc::Response { id: Id::string(&key), body: Ok(jsonrpc::to_raw(&response)) };
@@ -356,7 +315,7 @@ impl Gateway {
         caller: ModernCaller,
         trace: Option<TraceContext>,
     ) -> Call {
-        let internal = Id::string(&format!("seawall-modern-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+        let internal = internal_id();
         let method = req.method.clone();
         let params = modern::strip_envelope(req.params);
         let inner = Request { id: internal.clone(), method: req.method, params };
@@ -415,7 +374,7 @@ impl Gateway {
                             None => out.send(next).await,
                         }
                     }
-                    let state = self.contexts.park(call);
+                    let state = self.parked.park(call);
                     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": state});
                     return ModernAnswer::of(id, &Ok(jsonrpc::to_raw(&result)), None);
                 }
@@ -424,60 +383,6 @@ impl Gateway {
                 }
             }
         }
-    }
-    /// The context for `scope`, `principal` and `envelope`: a live one, or a new one
-    /// whose upstream sessions are opened now, counted against the session caps of
-    /// `peer` (its client's address) like a session it opened. The client info is not
-    /// part of the key (the first client's is what the upstreams are told), so a client
-    /// cannot open a context per request by varying it.
-    pub(super) async fn context(
-        &self,
-        scope: Scope,
-        principal: Option<Arc<Principal>>,
-        envelope: &Envelope,
-        peer: Option<std::net::IpAddr>,
-        trace: Option<&RequestTrace>,
-    ) -> Result<(Arc<Session>, String), GatewayError> {
-        let key = format!(
-            "{scope:?}\u{0}{}\u{0}{}\u{0}{}",
-            principal.as_deref().map(Principal::label).unwrap_or_default(),
-            envelope.version,
-            envelope.capabilities,
-        );
-        if let Some(session) = self.contexts.live(&key) {
-            return Ok((session, key));
-        }
-        let full =
-            |full: TableFull| GatewayError::Overloaded { scope: "session".into(), retry_after: full.retry_after };
-        let holder = Holder { peer, principal: principal.as_deref().map(Principal::identity) };
-        let reservation = self.reserve(holder).map_err(full)?;
-        let capabilities = offered_capabilities(&envelope.capabilities);
-        // The client info is optional in the envelope; an upstream session needs one.
-        let info = if envelope.client_info.is_object() {
-            envelope.client_info.clone()
-        } else {
-            json!({"name": "seawall", "version": env!("CARGO_PKG_VERSION")})
-        };
-        let version = mcp_era::LATEST_LEGACY.to_owned();
-        let session = self.new_session(scope.clone(), version, capabilities, info, principal, Front::Modern);
-        session.mark_stateless();
-        // With tracing on, opening it (its upstream sessions) is a span: under the
-        // client's trace, or under the current span (a `server/discover`'s).
-        let span = spans::context(trace, session.key);
-        self.connect_upstreams(&session).instrument(span).await;
-        if let Scope::Single(name) = &scope
-            && let Some(Slot::Down(reason)) = session.slot(name)
-        {
-            self.close_session(&session, super::Leaving::Ended).await;
-            return Err(GatewayError::Unavailable { upstream: Arc::clone(name), reason });
-        }
-        if let Some(existing) = self.contexts.insert(key.clone(), &session) {
-            self.close_session(&session, super::Leaving::Ended).await;
-            return Ok((existing, key));
-        }
-        self.sessions.insert_reserved(reservation, Arc::clone(&session));
-        tracing::info!(session = session.key, scope = ?scope, "modern client context opened");
-        Ok((session, key))
     }
 }
 

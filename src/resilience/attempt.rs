@@ -194,7 +194,7 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
-    use crate::resilience::testing::{call, ok};
+    use crate::resilience::test_support::{call, ok};
 
     /// Two replicas: attempts go to the one not tried yet.
     struct TwoReplicas;
@@ -204,7 +204,7 @@ mod tests {
             &'a self,
             call: &'a UpstreamCall,
         ) -> crate::call::BoxFuture<'a, Result<crate::call::Reply, crate::call::UpstreamError>> {
-            crate::resilience::testing::Unreachable.send(call)
+            crate::resilience::test_support::Unreachable.send(call)
         }
         fn pick(&self, avoid: &[u16]) -> Option<u16> {
             Some(u16::from(avoid.contains(&0)))

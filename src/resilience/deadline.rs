@@ -80,7 +80,7 @@ mod tests {
 
     use super::*;
     use crate::resilience::attempt::AttemptLayer;
-    use crate::resilience::testing::{call, ok};
+    use crate::resilience::test_support::{call, ok};
 
     /// The deadline over the attempt layer, as the upstream stack has them.
     #[tokio::test(start_paused = true)]
@@ -120,7 +120,7 @@ mod tests {
         });
         let svc = DeadlineLayer::new(timeouts).layer(AttemptLayer::new(None).layer(inner));
         let started = tokio::time::Instant::now();
-        let req = crate::resilience::testing::call_to(Some("t"), false, Duration::from_secs(2));
+        let req = crate::resilience::test_support::call_to(Some("t"), false, Duration::from_secs(2));
         let err = svc.oneshot(req).await.unwrap_err();
         assert!(matches!(err, GatewayError::Timeout { .. }), "{err:?}");
         assert_eq!(started.elapsed(), Duration::from_secs(5), "kept alive by progress until tool_max");
@@ -157,14 +157,14 @@ mod tests {
         // Progress every 1.5 s carries an idempotent attempt of 2 s to its answer at 7 s.
         let svc = stack(reporting(&[1, 3, 4, 6], Some(7)));
         let started = tokio::time::Instant::now();
-        let req = crate::resilience::testing::call_to(Some("t"), true, Duration::from_secs(30));
+        let req = crate::resilience::test_support::call_to(Some("t"), true, Duration::from_secs(30));
         svc.oneshot(req).await.expect("kept alive by progress");
         assert_eq!(started.elapsed(), Duration::from_secs(7));
 
         // Progress at 1 s and 2 s, then silence: the attempt ends 2 s after the last.
         let svc = stack(reporting(&[1, 2], None));
         let started = tokio::time::Instant::now();
-        let req = crate::resilience::testing::call_to(Some("t"), true, Duration::from_secs(30));
+        let req = crate::resilience::test_support::call_to(Some("t"), true, Duration::from_secs(30));
         let err = svc.oneshot(req).await.unwrap_err();
         assert!(matches!(err, GatewayError::AttemptTimeout { .. }), "{err:?}");
         assert_eq!(started.elapsed(), Duration::from_secs(4));

@@ -8,4 +8,4 @@ pub mod load_shed;
 pub mod retry;
 
 #[cfg(test)]
-pub(crate) mod testing;
+pub(crate) mod test_support;

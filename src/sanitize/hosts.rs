@@ -145,3 +145,53 @@ fn is_internal_name(name: &[u8]) -> bool {
                 && name[name.len() - suffix.len() - 1] == b'.'
         })
 }
+
+#[cfg(test)]
+mod tests {
+    //! Addresses and internal host names become markers; look-alikes stay.
+
+    use crate::sanitize::test_support::big;
+
+    #[test]
+    fn addresses_and_internal_hosts_are_redacted() {
+        let cases = [
+            ("dial tcp 10.0.3.7:5432: connect: connection refused", "dial tcp [host]: connect: connection refused"),
+            ("from 192.168.1.20 via 10.0.0.0/8", "from [host] via [host]"),
+            ("listen [fe80::1]:80 failed", "listen [host] failed"),
+            ("peer fe80::1ff:fe23:4567:890a%eth0", "peer [host]%eth0"),
+            ("addr 2001:db8:85a3::8a2e:370:7334 down", "addr [host] down"),
+            ("mapped ::ffff:10.0.0.1 here", "mapped [host] here"),
+            ("loopback ::1 and 1:2:3:4:5:6:7:8", "loopback [host] and [host]"),
+            ("connect db.prod.internal:5432 refused", "connect [host] refused"),
+            ("host redis.default.svc.cluster.local unreachable", "host [host] unreachable"),
+            ("api.example.com:443 timed out", "[host] timed out"),
+            ("dial redis:6379: refused", "dial [host]: refused"),
+            ("localhost refused", "[host] refused"),
+            ("http on localhost:8080", "http on [host]"),
+            ("printer.corp is down", "[host] is down"),
+            ("mail to ops@mx1.internal", "mail to ops@[host]"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(big(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn things_that_are_not_hosts_stay() {
+        for s in [
+            "syntax error at line:12",
+            "at 12:30:45 UTC",
+            "in app.py:42 and main.go:7",
+            "index.js:10:5",
+            "version 1.2.3",
+            "std::io::Error and Vec::new",
+            "ratio 3.14",
+            "MAC aa:bb:cc:dd:ee:ff",
+            "example.com is public",
+            "see section 4.2.1",
+            "2024-01-01T12:30:00Z",
+        ] {
+            assert_eq!(big(s), s, "{s}");
+        }
+    }
+}

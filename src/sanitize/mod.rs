@@ -297,5 +297,504 @@ fn escaped_len(c: u8) -> usize {
     if (0x20..=0x7e).contains(&c) { 1 } else { 4 }
 }
 
+/// What the tests of several detectors share.
 #[cfg(test)]
-mod tests;
+mod test_support {
+    /// Sanitises with a cap large enough that nothing is cut.
+    pub(super) fn big(text: &str) -> String {
+        super::sanitize(text, 4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Tests of the sanitiser as a whole: the pipeline, escaping, capping and quoting;
+    //! then properties over random and adversarial input.
+
+    use proptest::prelude::*;
+
+    use super::test_support::big;
+    use super::tokens::looks_like_key;
+    use super::*;
+
+    fn assert_clean(out: &str, cap: usize) {
+        assert!(out.len() <= cap, "{} > {cap}: {out:?}", out.len());
+        assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)), "not printable: {out:?}");
+        assert_eq!(sanitize(out, cap), out, "not idempotent");
+    }
+
+    // --- escaping and capping --------------------------------------------------------------
+
+    #[test]
+    fn printable_ascii_passes_unchanged() {
+        let s = "tool 'search' failed: quota exceeded (try again in 5 s) {a: [1, 2]} ~!@#$%^&*_+|";
+        assert_eq!(big(s), s);
+    }
+
+    #[test]
+    fn bytes_outside_printable_ascii_become_hex_escapes() {
+        assert_eq!(big("café"), "caf\\xc3\\xa9");
+        assert_eq!(big("a\nb\tc\rd"), "a\\x0ab\\x09c\\x0dd");
+        assert_eq!(big("bell\u{7}del\u{7f}nul\0"), "bell\\x07del\\x7fnul\\x00");
+        assert_eq!(big("x\u{1b}y"), "x\\x1by");
+        assert_eq!(big("\u{1F600}"), "\\xf0\\x9f\\x98\\x80");
+    }
+
+    #[test]
+    fn surrounding_whitespace_is_trimmed() {
+        assert_eq!(big("\n  error: boom \r\n"), "error: boom");
+    }
+
+    #[test]
+    fn complete_ansi_sequences_are_stripped() {
+        assert_eq!(big("\u{1b}[1;31mError\u{1b}[0m: boom"), "Error: boom");
+        assert_eq!(big("\u{1b}[?25lhidden\u{1b}[K"), "hidden");
+        // OSC 8 hyperlink (the URL inside goes with it) and a window title.
+        assert_eq!(big("see \u{1b}]8;;http://10.0.0.1/x\u{1b}\\docs\u{1b}]8;;\u{1b}\\ now"), "see docs now");
+        assert_eq!(big("\u{1b}]0;title\u{7}text"), "text");
+        // Incomplete sequences stay, visible and harmless.
+        assert_eq!(big("a\u{1b}[31"), "a\\x1b[31");
+        assert_eq!(big("a\u{1b}]0;never ends"), "a\\x1b]0;never ends");
+    }
+
+    #[test]
+    fn a_sequence_never_takes_the_space_before_a_secret_and_its_first_letter() {
+        // `ESC [ SP B` is a complete CSI to ECMA-48; stripped, it took " B" from "Bearer".
+        let out = scrub("x\u{1b}[ Bearer Zk3Q9x2LmPq7Rt5Vw8Y1 y");
+        assert!(!out.contains("Zk3Q9x2LmPq7Rt5Vw8Y1"), "{out:?}");
+        assert_eq!(big("\u{1b}[!p\u{1b}[2 q"), "\\x1b[2 q");
+    }
+
+    #[test]
+    fn cap_counts_the_ellipsis() {
+        let long = "a".repeat(100);
+        let out = sanitize(&long, 10);
+        assert_eq!(out, "aaaaaaa...");
+        assert_eq!(sanitize(&"a".repeat(10), 10), "a".repeat(10));
+        assert_eq!(sanitize(&"a".repeat(11), 10), "aaaaaaa...");
+        assert_eq!(ident(&"t".repeat(200)).len(), IDENT_CAP);
+        let out = text(&"word ".repeat(200));
+        assert!(out.len() <= TEXT_CAP && out.ends_with("word ..."), "{out}");
+        // A cut backs off to a space only when one is near.
+        assert_eq!(sanitize(&format!("a {}", "b".repeat(100)), 16), "a ...");
+        assert_eq!(sanitize(&format!("a {}", "b".repeat(100)), 40), format!("a {}...", "b".repeat(35)));
+        // Nor does it leave half a marker.
+        assert_eq!(sanitize("value password=hunter2", 22), "value ...");
+    }
+
+    #[test]
+    fn cap_never_cuts_inside_an_escape() {
+        // Each é is two escapes of four bytes; a cap of 12 leaves 9 for content: two escapes.
+        let out = sanitize("éééé", 12);
+        assert_eq!(out, "\\xc3\\xa9...");
+        for cap in 0..40 {
+            let out = sanitize("é€\u{1F600}x\ny", cap);
+            assert_clean(&out, cap);
+            let body = out.trim_end_matches('.');
+            let tail = body.rsplit("\\x").next().unwrap_or("");
+            assert!(!body.contains("\\x") || tail.len() >= 2, "cut escape: {out:?}");
+        }
+    }
+
+    #[test]
+    fn tiny_caps() {
+        assert_eq!(sanitize("hello", 0), "");
+        assert_eq!(sanitize("hello", 1), ".");
+        assert_eq!(sanitize("hello", 2), "..");
+        assert_eq!(sanitize("hello", 3), "...");
+        assert_eq!(sanitize("hello", 4), "h...");
+        assert_eq!(sanitize("", 10), "");
+    }
+
+    // --- scrub and bounding -----------------------------------------------------------------
+
+    #[test]
+    fn scrub_keeps_layout_and_unicode() {
+        let out = scrub("Überprüfung fehlgeschlagen:\n  token=abc\n  path /srv/x/y\n");
+        assert_eq!(out, "Überprüfung fehlgeschlagen:\n  token=[redacted]\n  path [path]\n");
+    }
+
+    #[test]
+    fn a_megabyte_of_input_completes() {
+        let adversarial = [
+            "sk-".repeat(350_000),
+            "eyJ".repeat(350_000),
+            "eyJaaaaaaaaaa.".repeat(75_000),
+            "[".repeat(1_000_000),
+            ":".repeat(1_000_000),
+            "/a".repeat(500_000),
+            "\u{1b}]".repeat(500_000),
+            "\u{1b}[".repeat(500_000),
+            "http://".repeat(150_000),
+            "password=".repeat(110_000),
+            "a-".repeat(500_000),
+            "1.".repeat(500_000),
+            "at x (y:1)\n".repeat(90_000),
+            "C:\\a b".repeat(160_000),
+            "é".repeat(500_000),
+        ];
+        for input in &adversarial {
+            let out = text(input);
+            assert_clean(&out, TEXT_CAP);
+            // The unbounded scrub is linear too.
+            let _ = scrub(input);
+        }
+    }
+
+    #[test]
+    fn a_secret_straddling_the_scan_limit_does_not_leak() {
+        // Frames that reduce to nothing push the secret to the scan limit while leaving the
+        // output short enough that a leftover piece of it would show.
+        let secret = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        let mut head = String::from("Traceback (most recent call last):\n");
+        while head.len() < SCAN_LIMIT - 200 {
+            head.push_str("  File \"/x.py\", line 1\n");
+        }
+        head.push_str("Error: boom ");
+        for shift in 1..secret.len() {
+            let mut input = head.clone();
+            while input.len() < SCAN_LIMIT - shift {
+                input.push(' ');
+            }
+            input.push_str(secret);
+            input.push_str(" tail");
+            let out = sanitize(&input, 4096);
+            assert!(out.starts_with("Error: boom"), "{shift}: {out}");
+            assert!(!out.contains("ghp_") && !out.contains("16C7"), "{shift}: {out}");
+        }
+    }
+
+    #[test]
+    fn markers_and_fallback_are_fixed_points() {
+        for marker in MARKERS {
+            assert_eq!(big(marker), marker);
+        }
+        assert_eq!(
+            big("password=[redacted] Bearer [redacted] [url] [path] [host]"),
+            "password=[redacted] Bearer [redacted] [url] [path] [host]"
+        );
+    }
+
+    #[test]
+    fn samples_settle_in_one_pass() {
+        let samples = [
+            "Traceback (most recent call last):\n  File \"/a.py\", line 1\nValueError: x at 10.0.0.1:80",
+            "café password=hunter2\nnext /home/a/b",
+            "\u{1b}[31mBearer abcdefghijkl\u{1b}[0m é/home/x/y é10.0.0.1",
+            "line\n\tat com.x.Y(Y.java:1)\nmore",
+        ];
+        for s in samples {
+            for cap in [16, 40, 80, 256] {
+                let once = pass(s, cap);
+                assert_eq!(pass(&once, cap), once, "{s:?} @ {cap}");
+            }
+        }
+    }
+
+    // --- quoting without redaction -----------------------------------------------------------
+
+    #[test]
+    fn quote_keeps_urls_and_escapes_what_is_not_printable() {
+        assert_eq!(quote("nope://missing/thing", TEXT_CAP), "nope://missing/thing");
+        assert_eq!(quote("https://10.0.0.1/a?token=x", TEXT_CAP), "https://10.0.0.1/a?token=x");
+        assert_eq!(quote("file:///é\n\u{1b}[31m", TEXT_CAP), "file:///\\xc3\\xa9\\x0a\\x1b[31m");
+    }
+
+    #[test]
+    fn quote_caps_with_an_ellipsis_never_inside_an_escape() {
+        let long = format!("demo://{}", "a".repeat(300));
+        let out = quote(&long, TEXT_CAP);
+        assert_eq!(out.len(), TEXT_CAP);
+        assert!(out.starts_with("demo://aaa") && out.ends_with("a..."), "{out}");
+        let wide = "é".repeat(100);
+        let out = quote(&wide, 10);
+        assert_eq!(out, "\\xc3...", "a cut escape is dropped whole");
+        assert_eq!(quote("abcdef", 2), "..");
+    }
+
+    // --- credentials only (log lines) --------------------------------------------------------
+
+    #[test]
+    fn redacting_credentials_keeps_paths_hosts_and_urls() {
+        use crate::sanitize::redact_credentials;
+        let cases = [
+            (
+                "starting; DATABASE_URL=postgres://app_user:hunter2@db.internal:5432/orders",
+                "starting; DATABASE_URL=postgres://[redacted]@db.internal:5432/orders",
+            ),
+            (
+                "  File \"/srv/app/handlers/tools.py\", line 42, in call password=hunter2",
+                "  File \"/srv/app/handlers/tools.py\", line 42, in call password=[redacted]",
+            ),
+            ("Authorization: Bearer Zm9vYmFyYmF6LWJlYXJlci10b2tlbi00Mg", "Authorization: [redacted]"),
+            (
+                "GET https://api.example/v1?api_key=Q1w2E3r4T5y6 from 10.0.3.7",
+                "GET https://api.example/v1?api_key=[redacted] from 10.0.3.7",
+            ),
+            ("\u{1b}[31mred\u{1b}[0m tab\there é", "red tab\\x09here \\xc3\\xa9"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(redact_credentials(input, 1024), expected, "{input}");
+        }
+        let long = format!("password=hunter2 {}", "x".repeat(2000));
+        let out = redact_credentials(&long, 100);
+        assert!(out.len() <= 100 && out.ends_with("...") && !out.contains("hunter2"), "{out}");
+    }
+
+    // --- what the client itself sent ---------------------------------------------------------
+
+    #[test]
+    fn what_the_client_sent_is_kept_and_what_the_upstream_added_is_not() {
+        use crate::sanitize::{Quoting, TEXT_CAP, sanitize_quoting};
+        let values = vec!["/home/alice/notes.txt".to_owned(), "/home/é/x".to_owned(), "hunter2".to_owned()];
+        let standard = Quoting { client_values: &values, credentials_only: false };
+        let cases = [
+            (
+                "Access denied - path outside allowed directories: /home/alice/notes.txt not in /srv/data",
+                "Access denied - path outside allowed directories: /home/alice/notes.txt not in [path]",
+            ),
+            ("password=Upstream-Pw9 for /home/alice/notes.txt", "password=[redacted] for /home/alice/notes.txt"),
+            // The client's own secret-looking value is its own.
+            ("login failed: password=hunter2", "login failed: password=hunter2"),
+            // What merely contains the client's value is still the upstream's.
+            ("read file:///home/alice/notes.txt failed", "read [url] failed"),
+            ("no such dir /home/é/x", "no such dir /home/\\xc3\\xa9/x"),
+        ];
+        for (input, expected) in cases {
+            let out = sanitize_quoting(input, TEXT_CAP, &standard);
+            assert_eq!(out, expected, "{input}");
+            assert_eq!(sanitize_quoting(&out, TEXT_CAP, &standard), out, "a fixed point: {out}");
+        }
+        let strict = Quoting::default();
+        assert_eq!(
+            sanitize_quoting(cases[0].0, TEXT_CAP, &strict),
+            "Access denied - path outside allowed directories: [path] not in [path]"
+        );
+        let trusted = Quoting { client_values: &values, credentials_only: true };
+        assert_eq!(
+            sanitize_quoting("cannot open /srv/data/x.db on db.internal: token=Upstream-T0ken-77", TEXT_CAP, &trusted),
+            "cannot open /srv/data/x.db on db.internal: token=[redacted]"
+        );
+    }
+
+    // --- properties --------------------------------------------------------------------------
+    // Over random and adversarial input, output is capped, printable and a fixed point, and
+    // planted secrets never survive.
+
+    /// Fragments that exercise every detector and their interplay with escapes and cuts.
+    const SOUP: &[&str] = &[
+        " ",
+        " ",
+        "\n",
+        "\t",
+        "\r\n",
+        "é",
+        "€",
+        "\u{1b}[31m",
+        "\u{1b}]0;",
+        "\u{7}",
+        "\\",
+        "\\x0a",
+        "\\\\",
+        "x0a",
+        "[redacted]",
+        "[url]",
+        "[path]",
+        "...",
+        ".",
+        ",",
+        ":",
+        "::",
+        "=",
+        "\"",
+        "'",
+        "(",
+        ")",
+        "[",
+        "]",
+        "/",
+        "//",
+        "~",
+        "@",
+        "-",
+        "_",
+        "C:",
+        "C:\\",
+        "http",
+        "://",
+        "eyJ",
+        "eyJhbGciOiJIUzI1NiJ9",
+        "sk-",
+        "sk_test_",
+        "ghp_",
+        "AKIA",
+        "ABCDEFGHIJKLMNOP",
+        "xoxb-",
+        "Bearer",
+        "Basic",
+        "password",
+        "token",
+        "Authorization",
+        "secret",
+        "at ",
+        "File \"",
+        "\", line 1",
+        "Traceback (most recent call last):",
+        "  ",
+        "goroutine 1 [running]:",
+        "stack backtrace:",
+        "thread 'main' panicked at '",
+        "', ",
+        "Caused by:",
+        "... 3 more",
+        "10.0.0.1",
+        "fe80",
+        "1",
+        "12",
+        "5432",
+        "localhost",
+        ".internal",
+        "db",
+        "home",
+        "srv",
+        "0123456789abcdef",
+        "A1b2C3d4E5f6",
+        "aB3",
+        "Zz9",
+        "-----BEGIN ",
+        "-----END ",
+        "-----",
+        "line",
+        "main.go",
+        "a",
+        "word",
+        "^^^",
+    ];
+
+    fn soup() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(SOUP), 0..60).prop_map(|parts| parts.concat())
+    }
+
+    fn secret_kind() -> impl Strategy<Value = (String, String)> {
+        // (text to plant, the part that must not survive)
+        let bare = |pattern: &'static str| pattern.prop_map(|s: String| (s.clone(), s));
+        prop_oneof![
+            "[A-Za-z0-9._~+/-]{19}[0-9]".prop_map(|t| (format!("Bearer {t}"), t)),
+            "[A-Za-z0-9+/]{12,30}[0-9]={0,2}".prop_map(|t| (format!("Basic {t}"), t)),
+            bare("eyJ[A-Za-z0-9_-]{10,30}\\.eyJ[A-Za-z0-9_-]{10,40}\\.[A-Za-z0-9_-]{20,43}"),
+            bare("sk-(proj-|live-|ant-api03-)?[A-Za-z0-9]{19,40}[0-9]"),
+            bare("sk_(test|live)_[A-Za-z0-9]{23}[0-9]"),
+            bare("AKIA[A-Z0-9]{16}"),
+            bare("(ghp|gho|ghs)_[A-Za-z0-9]{36}"),
+            bare("github_pat_[A-Za-z0-9_]{22,82}"),
+            bare("xox[bp]-[0-9]{10,13}-[0-9]{10,13}-[A-Za-z0-9]{24}"),
+            bare("[0-9a-f]{32,64}"),
+            ("(password|passwd|secret|api_key|token|DB_PASSWORD|clientSecret)(=|: |:)", "[A-Za-z0-9!#$%*+.^_~-]{11}[0-9]")
+                .prop_map(|(k, v)| (format!("{k}{v}"), v)),
+            ("(Authorization|authorization|Proxy-Authorization): (Bearer|Token|Basic|Digest) ", "[A-Za-z0-9]{16,32}")
+                .prop_map(|(k, v)| (format!("{k}{v}"), v)),
+            "[A-Za-z0-9 !#%*+.^_~-]{12,30}".prop_map(|v| (format!("{{\"password\": \"{v}\"}}"), v)),
+            "[A-Za-z0-9]{12,20}".prop_map(|v| (format!("https://admin:{v}@db.example.com/x"), v)),
+            "[A-Za-z0-9!$&*+._~-]{11}[0-9]".prop_map(|v| (format!("svc:{v}@db.example.com:5432"), v)),
+            "[A-Za-z0-9+/]{40}".prop_filter("looks random", |s| looks_like_key(s.as_bytes())).prop_map(|s| (s.clone(), s)),
+            "[A-Za-z0-9+/]{64}".prop_map(|s| (format!("-----BEGIN PRIVATE KEY-----\n{s}\n-----END PRIVATE KEY-----"), s)),
+            (1u8..=254, 0u8..=255, 0u8..=255, 1u8..=254, 1024u16..).prop_map(|(a, b, c, d, p)| {
+                let ip = format!("{a}.{b}.{c}.{d}:{p}");
+                (ip.clone(), ip)
+            }),
+            "[a-z]{3,10}".prop_map(|h| (format!("{h}.prod.internal"), format!("{h}.prod.internal"))),
+            "[a-z]{3,10}".prop_map(|u| (format!("/home/{u}/.ssh/id_ed25519"), format!("/home/{u}/.ssh"))),
+        ]
+    }
+
+    fn prose() -> impl Strategy<Value = String> {
+        prop_oneof!["[a-zA-Z0-9 ,.;:()\\n\\té'-]{0,60}", soup(), any::<String>(),]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 2000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn quote_is_capped_printable_and_keeps_short_printable_text(input in any::<String>(), cap in 0usize..300) {
+            let out = quote(&input, cap);
+            prop_assert!(out.len() <= cap);
+            prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+            if input.len() <= cap && input.bytes().all(|c| (0x20..=0x7e).contains(&c)) {
+                prop_assert_eq!(out, input);
+            }
+        }
+
+        #[test]
+        fn any_input_gives_capped_printable_idempotent_output(input in any::<String>(), cap in 0usize..300) {
+            let out = sanitize(&input, cap);
+            prop_assert!(out.len() <= cap);
+            prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+            prop_assert_eq!(sanitize(&out, cap), out);
+        }
+
+        #[test]
+        fn adversarial_soup_gives_capped_printable_idempotent_output(input in soup(), cap in 0usize..300) {
+            let out = sanitize(&input, cap);
+            prop_assert!(out.len() <= cap);
+            prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+            prop_assert_eq!(sanitize(&out, cap), out);
+        }
+
+        #[test]
+        fn keeping_the_clients_values_keeps_the_guarantees(
+            input in soup(),
+            from in 0usize..400,
+            len in 1usize..40,
+            cap in 0usize..300,
+            credentials_only in any::<bool>(),
+        ) {
+            // A value the client sent: a piece of the text (cut at char boundaries).
+            let start = input.floor_char_boundary(from.min(input.len()));
+            let end = input.floor_char_boundary((start + len).min(input.len()));
+            let values = vec![input[start..end].to_owned()];
+            let quoting = Quoting { client_values: &values, credentials_only };
+            let out = sanitize_quoting(&input, cap, &quoting);
+            prop_assert!(out.len() <= cap);
+            prop_assert!(out.bytes().all(|c| (0x20..=0x7e).contains(&c)));
+            prop_assert_eq!(sanitize_quoting(&out, cap, &quoting), out);
+        }
+
+        #[test]
+        fn planted_secrets_the_client_did_not_send_never_survive(
+            before in prose(),
+            (planted, secret) in secret_kind(),
+            after in prose(),
+        ) {
+            // The client sent the text around the secret, not the secret.
+            let values = vec![before.clone(), after.clone()];
+            prop_assume!(!values.iter().any(|v| v.contains(&secret)));
+            let quoting = Quoting { client_values: &values, credentials_only: false };
+            let input = format!("{before} {planted} {after}");
+            let out = sanitize_quoting(&input, 8192, &quoting);
+            prop_assert!(!out.contains(&secret), "{} in {}", secret, out);
+        }
+
+        #[test]
+        fn planted_secrets_never_survive(
+            before in prose(),
+            (planted, secret) in secret_kind(),
+            after in prose(),
+        ) {
+            let input = format!("{before} {planted} {after}");
+            for out in [sanitize(&input, 8192), scrub(&input)] {
+                prop_assert!(!out.contains(&secret), "{} in {}", secret, out);
+                // Nor a recognisable piece of it.
+                if secret.len() >= 16 {
+                    for window in secret.as_bytes().windows(12) {
+                        let window = std::str::from_utf8(window).unwrap();
+                        prop_assert!(!out.contains(window), "{} of {} in {}", window, secret, out);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -140,3 +140,54 @@ fn trim_sentence_end(b: &[u8], start: usize, mut end: usize) -> usize {
     }
     end
 }
+
+#[cfg(test)]
+mod tests {
+    //! Absolute paths become markers; relative ones and look-alikes stay.
+
+    use crate::sanitize::test_support::big;
+
+    #[test]
+    fn absolute_paths_are_redacted() {
+        let cases = [
+            ("open /home/alice/.ssh/id_rsa: permission denied", "open [path]: permission denied"),
+            ("config /srv/app/config.yaml missing", "config [path] missing"),
+            ("no such file: '/var/lib/app/db.sqlite'", "no such file: '[path]'"),
+            ("read ~/.config/acme/credentials.json", "read [path]"),
+            ("see ~deploy/app/logs", "see [path]"),
+            ("cannot write /tmp", "cannot write [path]"),
+            ("error at /srv/app/x.py:12", "error at [path]:12"),
+            (r"C:\Users\bob\AppData\Local\acme\cfg.toml not found", "[path] not found"),
+            (r"ran C:\Program Files\Acme Tools\bin\tool.exe today", "ran [path] today"),
+            ("C:/Users/bob/x.txt", "[path]"),
+            (r"share \\fileserver\finance\q3.xlsx is offline", "share [path] is offline"),
+            ("path=/opt/acme/lib", "path=[path]"),
+            ("/home/ünïcode/dir/file", "[path]"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(big(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn things_that_are_not_absolute_paths_stay() {
+        for s in [
+            "a / b",
+            "use / as separator",
+            "read/write and TCP/IP",
+            "relative src/main.rs:2:5",
+            "ratio 1/2",
+            "// comment",
+            "see ./config.yaml",
+            "route /health",
+        ] {
+            assert_eq!(big(s), s, "{s}");
+        }
+    }
+
+    #[test]
+    fn url_path_parts_are_part_of_the_url() {
+        assert_eq!(big("GET https://api.example.com/home/alice/data failed"), "GET [url] failed");
+        assert_eq!(big("file:///home/alice/notes.md"), "[url]");
+    }
+}

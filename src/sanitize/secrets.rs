@@ -236,3 +236,102 @@ fn looks_like_basic_credentials(token: &[u8]) -> bool {
         && token.iter().all(|&c| is_alnum(c) || matches!(c, b'+' | b'/' | b'='))
         && token.iter().skip(1).any(|&c| c.is_ascii_digit() || c.is_ascii_uppercase() || !is_alnum(c))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Credentials become markers; words that resemble them stay.
+
+    use crate::sanitize::test_support::big;
+
+    #[test]
+    fn credentials_are_redacted() {
+        let jwt =
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        let cases = [
+            ("Authorization: Bearer abc.def-ghi_jkl123".to_owned(), "Authorization: [redacted]".to_owned()),
+            ("sent Bearer 7f3c9a0b1e2d4c5f".to_owned(), "sent Bearer [redacted]".to_owned()),
+            ("header Basic dXNlcjpwYXNzd29yZA== rejected".to_owned(), "header Basic [redacted] rejected".to_owned()),
+            (format!("token {jwt} expired"), "token [redacted] expired".to_owned()),
+            ("key sk-proj-4fT9xQ2mLp8RzW1vB6nK3jH0 invalid".to_owned(), "key [redacted] invalid".to_owned()),
+            ("sk-live-0123456789abcdefghijkLMN".to_owned(), "[redacted]".to_owned()),
+            ("stripe sk_test_4eC39HqLyjWDarjtT1zdp7dc".to_owned(), "stripe [redacted]".to_owned()),
+            ("aws AKIAIOSFODNN7EXAMPLE denied".to_owned(), "aws [redacted] denied".to_owned()),
+            ("gh ghp_16C7e42F292c6912E7710c838347Ae178B4a".to_owned(), "gh [redacted]".to_owned()),
+            ("gho_16C7e42F292c6912E7710c838347Ae178B4a".to_owned(), "[redacted]".to_owned()),
+            ("ghs_16C7e42F292c6912E7710c838347Ae178B4a".to_owned(), "[redacted]".to_owned()),
+            ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop".to_owned(), "[redacted]".to_owned()),
+            ("slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx".to_owned(), "slack [redacted]".to_owned()),
+            ("xoxp-123456789012-abcdefghij".to_owned(), "[redacted]".to_owned()),
+            ("password=hunter2 rejected".to_owned(), "password=[redacted] rejected".to_owned()),
+            ("DB_PASSWORD: s3cr3t!".to_owned(), "DB_PASSWORD: [redacted]".to_owned()),
+            ("passwd:letmein".to_owned(), "passwd:[redacted]".to_owned()),
+            ("client_secret=abc&x=1".to_owned(), "client_secret=[redacted]&x=1".to_owned()),
+            ("api_key=AbC123 user=bob".to_owned(), "api_key=[redacted] user=bob".to_owned()),
+            ("token=deadbeef".to_owned(), "token=[redacted]".to_owned()),
+            ("x-api-key: k-123".to_owned(), "x-api-key: [redacted]".to_owned()),
+            (
+                "{\"password\": \"correct horse battery\", \"user\": \"bob\"}".to_owned(),
+                "{\"password\": \"[redacted]\", \"user\": \"bob\"}".to_owned(),
+            ),
+            ("{'accessToken': 'a\\'b'}".to_owned(), "{'accessToken': '[redacted]'}".to_owned()),
+            ("Cookie: session=abc; theme=dark".to_owned(), "Cookie: [redacted]".to_owned()),
+            (
+                "FATAL: could not connect as svc_billing:Pa55w0rd-Billing@10.20.30.40:5432".to_owned(),
+                "FATAL: could not connect as [redacted]@[host]".to_owned(),
+            ),
+            ("auth :r3dis-pass@cache:6379 refused".to_owned(), "auth [redacted]@[host] refused".to_owned()),
+            ("login admin:hunter2@db.example.com failed".to_owned(), "login [redacted]@db.example.com failed".to_owned()),
+            (
+                "sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".to_owned(),
+                "sha [redacted]".to_owned(),
+            ),
+            ("aws secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY2".to_owned(), "aws secret [redacted]".to_owned()),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nafter".to_owned(),
+                "[redacted]\\x0aafter".to_owned(),
+            ),
+            // What follows a key block stays a word of its own: a malformed end line does not
+            // take the space after it, and a token glued to the dashes is set off.
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\n... -----END Bearer Zk3Q9x2LmPq7Rt5Vw8Y1 x".to_owned(),
+                "[redacted] Bearer [redacted] x".to_owned(),
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----Bearer Zk3Q9x2LmPq7Rt5Vw8Y1"
+                    .to_owned(),
+                "[redacted] Bearer [redacted]".to_owned(),
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(big(&input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn words_that_resemble_credentials_stay() {
+        for s in [
+            "Basic usage: call with a query",
+            "the bearer of bad news",
+            "max_tokens=100 exceeded",
+            "tokens: 5",
+            "unexpected token } at position 3",
+            "some_long_snake_case_function_name_here_too",
+            "getUserAccountSettingsForTenantAndRegion",
+            "request 550e8400-e29b-41d4-a716-446655440000 failed",
+            "sk-learn-is-a-python-library-for-ml",
+            "password must be at least 8 characters",
+            "std::io::Error",
+            "mail ops@example.com at 12:30",
+            "git@github.com:org/repo.git",
+            "key::value@node",
+        ] {
+            assert_eq!(big(s), s, "{s}");
+        }
+    }
+
+    #[test]
+    fn a_secret_key_used_as_a_value_does_not_shield_the_next_value() {
+        let out = super::super::sanitize("password: password: A0a!a*^~#^#0", 256);
+        assert!(!out.contains("A0a!a"), "{out}");
+    }
+}

@@ -60,3 +60,25 @@ fn trim_url_end(b: &[u8], start: usize, mut end: usize) -> usize {
     }
     end
 }
+
+#[cfg(test)]
+mod tests {
+    //! URLs become markers.
+
+    use crate::sanitize::test_support::big;
+
+    #[test]
+    fn urls_are_redacted() {
+        let cases = [
+            ("fetch https://admin:hunter2@db.internal:8443/x?token=abc failed", "fetch [url] failed"),
+            ("(see http://10.0.0.5/docs).", "(see [url])."),
+            ("redis://cache:6379/0, retrying", "[url], retrying"),
+            ("link <https://example.com/a_(b)>", "link <[url]>"),
+            ("postgres://u:p@h/db", "[url]"),
+            ("url: https://ex.com/a?b=c&d=e", "url: [url]"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(big(input), expected, "{input}");
+        }
+    }
+}

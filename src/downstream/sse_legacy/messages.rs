@@ -15,7 +15,7 @@ use axum::http::Uri;
 use axum::response::Response;
 use serde_json::json;
 
-use super::super::http::{Cx, VERSION_HEADER, accepted, is_json, read_body};
+use super::super::http::{Cx, VERSION_HEADER, accepted, read_json_body};
 use super::super::refusal::Refusal;
 use super::Channel;
 use crate::gateway::InitError;
@@ -36,10 +36,7 @@ pub(super) async fn post(cx: &Cx<'_>, scope: Scope, uri: &Uri, body: Body) -> Re
         Ok(channel) => channel,
         Err(refusal) => return cx.refuse(refusal, None),
     };
-    if !is_json(&cx.headers) {
-        return cx.refuse(Refusal::UnsupportedMediaType, None);
-    }
-    let bytes = match read_body(cx, body).await {
+    let bytes = match read_json_body(cx, body).await {
         Ok(bytes) => bytes,
         Err(refusal) => return cx.refuse(refusal, None),
     };

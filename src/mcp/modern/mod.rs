@@ -78,8 +78,9 @@ fn name_param(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Results the era lets clients cache: they carry `ttlMs` and `cacheScope`.
-fn is_cacheable(name: &str) -> bool {
+/// Results the era lets clients cache: they carry `ttlMs` and `cacheScope`. The response
+/// cache keeps the same ones.
+pub(crate) fn is_cacheable(name: &str) -> bool {
     matches!(
         name,
         method::TOOLS_LIST

@@ -367,14 +367,8 @@ mod tests {
             assert!(PrincipalMatcher::parse(bad).is_err(), "{bad:?} should not parse");
         }
     }
-}
 
-#[cfg(test)]
-mod condition_tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::config::AuthzRuleConfig;
+    // --- conditions (`when`) -------------------------------------------------------------
 
     fn when(principals: &[&str], allow: PatternsConfig, deny: Option<PatternsConfig>, when: &str) -> AuthzRuleConfig {
         AuthzRuleConfig {
@@ -385,7 +379,7 @@ mod condition_tests {
         }
     }
 
-    fn tools(names: &[&str]) -> PatternsConfig {
+    fn tool_names(names: &[&str]) -> PatternsConfig {
         PatternsConfig { tools: names.iter().map(|n| n.to_string()).collect(), ..Default::default() }
     }
 
@@ -401,7 +395,7 @@ mod condition_tests {
     fn a_condition_over_arguments_allows_one_call_and_not_another() {
         let r = Rules::new(&AuthorizationConfig {
             default: Decision::Deny,
-            rules: vec![when(&["*"], tools(&["fs__read_file"]), None, "args.path.startsWith('/srv/docs/')")],
+            rules: vec![when(&["*"], tool_names(&["fs__read_file"]), None, "args.path.startsWith('/srv/docs/')")],
         });
         let ci = Principal::api_key("ci");
         let inside = json!({"path": "/srv/docs/a.md"});
@@ -447,8 +441,8 @@ mod condition_tests {
         let r = Rules::new(&AuthorizationConfig {
             default: Decision::Allow,
             rules: vec![
-                when(&["*"], admin_only, Some(tools(&["fs__delete"])), "principal.claims.role != 'admin'"),
-                when(&["*"], PatternsConfig::default(), Some(tools(&["fs__write"])), "args.force == true"),
+                when(&["*"], admin_only, Some(tool_names(&["fs__delete"])), "principal.claims.role != 'admin'"),
+                when(&["*"], PatternsConfig::default(), Some(tool_names(&["fs__write"])), "args.force == true"),
             ],
         });
         let mut admin = Principal::api_key("root");
@@ -456,7 +450,7 @@ mod condition_tests {
         admin.claims.insert("roles".into(), json!(["ops", "admin"]));
         let in_list = Rules::new(&AuthorizationConfig {
             default: Decision::Deny,
-            rules: vec![when(&["*"], tools(&["*"]), None, "'admin' in principal.claims.roles")],
+            rules: vec![when(&["*"], tool_names(&["*"]), None, "'admin' in principal.claims.roles")],
         });
         assert_eq!(in_list.decide(Some(&admin), &entry("fs__x")).decision, Decision::Allow);
         assert_eq!(in_list.decide(Some(&Principal::api_key("bob")), &entry("fs__x")).decision, Decision::Deny);
@@ -520,7 +514,7 @@ mod condition_tests {
             default: Decision::Deny,
             rules: vec![when(
                 &["*", "anonymous"],
-                tools(&["*"]),
+                tool_names(&["*"]),
                 None,
                 "principal.credential == 'api_key' && principal.name == 'ci' && method == 'tools/call' && upstream == 'fs' && name == 'fs__x'",
             )],

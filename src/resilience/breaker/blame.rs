@@ -97,7 +97,7 @@ mod tests {
 
     use super::*;
     use crate::call::UpstreamError;
-    use crate::resilience::testing::{call_to, failed, ok};
+    use crate::resilience::test_support::{call_to, failed, ok};
 
     /// The tool breaker's failures in a row after a call of `sleep` ending with `result`.
     async fn failures_after(result: Result<Answer, GatewayError>) -> u32 {

@@ -162,12 +162,12 @@ mod tests {
                 let release = Arc::clone(&release);
                 async move {
                     release.notified().await;
-                    crate::resilience::testing::ok()
+                    crate::resilience::test_support::ok()
                 }
             })
         };
         let svc = LoadShedLayer::new(Arc::clone(&slots)).layer(inner);
-        let call = || crate::resilience::testing::call(true, Duration::from_secs(30));
+        let call = || crate::resilience::test_support::call(true, Duration::from_secs(30));
         let first = tokio::spawn(svc.clone().oneshot(call()));
         tokio::task::yield_now().await;
         assert_eq!(slots.in_flight(), 1, "the first call took the slot at once");

@@ -144,7 +144,7 @@ mod tests {
 
     use super::*;
     use crate::call::UpstreamError;
-    use crate::resilience::testing::{call, failed, ok};
+    use crate::resilience::test_support::{call, failed, ok};
 
     fn failing_then_ok(
         failures: u32,

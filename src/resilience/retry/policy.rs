@@ -34,7 +34,7 @@ pub fn decide(class: &Class, idempotent: bool, attempt: u32) -> Decision {
 mod tests {
     use super::*;
     use crate::call::{GatewayError, UpstreamError};
-    use crate::resilience::testing::failed;
+    use crate::resilience::test_support::failed;
 
     fn v(error: GatewayError, idempotent: bool, attempt: u32) -> Decision {
         decide(&error.class(), idempotent, attempt)

@@ -1,17 +1,5 @@
-//! Tests for loading and validating configuration. Documents are built line by line
+//! What the unit tests of several config modules share. Documents are built line by line
 //! with [`doc`] so the expected line numbers can be read off the source.
-
-mod auth;
-mod authorization;
-mod collect;
-mod files;
-mod guards;
-mod load;
-mod locate;
-mod mcp_servers;
-mod operations;
-mod trace;
-mod validation;
 
 use super::{Config, ConfigError, ConfigIssue};
 

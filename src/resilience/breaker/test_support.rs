@@ -1,10 +1,5 @@
-//! Tests of the breaker layer, with a scripted inner service and a paused clock.
-
-mod classify;
-mod hold;
-mod remote;
-mod service;
-mod state;
+//! What the unit tests of the breaker's modules share: a scripted inner service and small
+//! numbers, with a paused clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,10 +13,10 @@ use super::classify::{Outcome, Verdict};
 use super::{BreakerLayer, Breakers};
 use crate::call::{Answer, GatewayError, UpstreamCall, UpstreamError};
 use crate::config::BreakerConfig;
-use crate::resilience::testing::{call_to, failed};
+use crate::resilience::test_support::{call_to, failed};
 
 /// Small numbers so that tests read easily.
-fn cfg() -> BreakerConfig {
+pub(super) fn cfg() -> BreakerConfig {
     BreakerConfig {
         window: Duration::from_secs(10),
         min_calls: 4,
@@ -38,40 +33,40 @@ fn cfg() -> BreakerConfig {
     }
 }
 
-const SUCCESS: Verdict = Verdict { outcome: Outcome::Success, slow: false };
-const FAILURE: Verdict = Verdict { outcome: Outcome::Failure, slow: false };
+pub(super) const SUCCESS: Verdict = Verdict { outcome: Outcome::Success, slow: false };
+pub(super) const FAILURE: Verdict = Verdict { outcome: Outcome::Failure, slow: false };
 
 /// Asserts that `d` is `base` with ±20% jitter.
-fn assert_jittered(d: Duration, base: Duration) {
+pub(super) fn assert_jittered(d: Duration, base: Duration) {
     assert!(d >= base.mul_f64(0.8) && d <= base.mul_f64(1.2), "{d:?} is not {base:?} ±20%");
 }
 
-fn result() -> Result<Answer, GatewayError> {
+pub(super) fn result() -> Result<Answer, GatewayError> {
     Ok(Answer::parse(Ok(crate::jsonrpc::to_raw(&json!({ "content": [] }))), true))
 }
 
-fn is_error_result() -> Result<Answer, GatewayError> {
+pub(super) fn is_error_result() -> Result<Answer, GatewayError> {
     Ok(Answer::parse(Ok(crate::errors::tool_error("the tool says no")), true))
 }
 
-fn rpc_error(code: i64) -> Result<Answer, GatewayError> {
+pub(super) fn rpc_error(code: i64) -> Result<Answer, GatewayError> {
     Ok(Answer::parse(Err(crate::jsonrpc::error_object(code, "error", None)), true))
 }
 
-fn transport_error() -> Result<Answer, GatewayError> {
+pub(super) fn transport_error() -> Result<Answer, GatewayError> {
     Err(failed(UpstreamError::Io("reset".into())))
 }
 
 /// A call to upstream `u`, a `tools/call` of `tool` when given.
-fn call(tool: Option<&str>) -> UpstreamCall {
+pub(super) fn call(tool: Option<&str>) -> UpstreamCall {
     call_to(tool, true, Duration::from_secs(30))
 }
 
-type Stack = BoxCloneSyncService<UpstreamCall, Answer, GatewayError>;
+pub(super) type Stack = BoxCloneSyncService<UpstreamCall, Answer, GatewayError>;
 
 /// The breaker over an inner service that sleeps and answers as `script` says, and a
 /// count of the calls that reached the inner service.
-fn stack<F>(breakers: &Arc<Breakers>, script: F) -> (Stack, Arc<AtomicUsize>)
+pub(super) fn stack<F>(breakers: &Arc<Breakers>, script: F) -> (Stack, Arc<AtomicUsize>)
 where
     F: Fn(&UpstreamCall) -> (Duration, Result<Answer, GatewayError>) + Clone + Send + Sync + 'static,
 {
