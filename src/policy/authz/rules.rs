@@ -423,7 +423,7 @@ mod tests {
             default: Decision::Deny,
             rules: vec![when(
                 &["*"],
-                tools(&["fs__read_file"]),
+                tool_names(&["fs__read_file"]),
                 None,
                 "args.limit <= 100 && args.ratio < 0.5 && args.big > 9223372036854775807 && args.tags[0] == 'a'",
             )],
