@@ -1,0 +1,38 @@
+//! Small helpers for writing Markdown from doc comments and help texts.
+
+/// `text` as one table cell: on one line, its pipes escaped, see [`prose`].
+pub(super) fn cell(text: &str) -> String {
+    prose(text).replace('|', "\\|")
+}
+
+/// `text` on one line, with `<` and `>` outside code spans escaped: help texts write
+/// `/mcp/<upstream>`, which Markdown would take for an HTML tag.
+pub(super) fn prose(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(joined.len());
+    let mut in_code = false;
+    for c in joined.chars() {
+        match c {
+            '`' => {
+                in_code = !in_code;
+                out.push(c);
+            }
+            '<' if !in_code => out.push_str("&lt;"),
+            '>' if !in_code => out.push_str("&gt;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` as a sentence: with its closing period (clap drops that of a one-sentence
+/// help text).
+pub(super) fn sentence(text: &str) -> String {
+    let text = text.trim_end();
+    if text.is_empty() || text.ends_with(['.', '!', '?', ':']) { text.to_owned() } else { format!("{text}.") }
+}
+
+/// `text` as inline code (a longer fence when it holds a backtick).
+pub(super) fn code(text: &str) -> String {
+    if text.contains('`') { format!("`` {text} ``") } else { format!("`{text}`") }
+}
