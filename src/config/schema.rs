@@ -95,7 +95,8 @@ impl JsonSchema for HumanDuration {
 }
 
 /// An IPv4 `a.b.c.d:port` or IPv6 `[addr]:port` socket address.
-pub(crate) const SOCKET_ADDRESS_PATTERN: &str = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:.]+(%[^\]]+)?\]):[0-9]{1,5}$";
+pub(crate) const SOCKET_ADDRESS_PATTERN: &str =
+    r"^([0-9]{1,3}(\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:.]+(%[^\]]+)?\]):[0-9]{1,5}$";
 
 /// The schema of a `SocketAddr` field read from its text form.
 pub(crate) struct SocketAddress;

@@ -35,8 +35,10 @@ fn subcommand(out: &mut String, sub: &clap::Command) {
     let usage = sub.clone().render_usage().to_string();
     let usage = usage.trim().trim_start_matches("Usage:").trim();
     let _ = writeln!(out, "```text\n{usage}\n```\n");
-    let arguments: Vec<&clap::Arg> =
-        sub.get_arguments().filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version")).collect();
+    let arguments: Vec<&clap::Arg> = sub
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+        .collect();
     if arguments.is_empty() {
         return;
     }
@@ -74,9 +76,7 @@ fn spelling(arg: &clap::Arg) -> String {
 
 fn value_name(arg: &clap::Arg) -> String {
     match arg.get_value_names() {
-        Some(names) if !names.is_empty() => {
-            names.iter().map(|n| format!("<{n}>")).collect::<Vec<_>>().join(" ")
-        }
+        Some(names) if !names.is_empty() => names.iter().map(|n| format!("<{n}>")).collect::<Vec<_>>().join(" "),
         _ => format!("<{}>", arg.get_id().as_str().to_uppercase()),
     }
 }

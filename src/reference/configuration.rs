@@ -270,9 +270,10 @@ fn with_binary_size(number: &str) -> String {
 /// `not overridden`, `one per core …`.
 fn default_sentence(text: &str) -> Option<String> {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let start = text.find("Default: ").map(|i| i + "Default: ".len()).or_else(|| {
-        text.find("Default ").map(|i| i + "Default ".len())
-    })?;
+    let start = text
+        .find("Default: ")
+        .map(|i| i + "Default: ".len())
+        .or_else(|| text.find("Default ").map(|i| i + "Default ".len()))?;
     let rest = &text[start..];
     let end = rest.find(". ").unwrap_or(rest.len());
     let sentence = rest[..end].trim_end_matches('.');
