@@ -191,7 +191,8 @@ impl<'a> Reader<'a> {
             },
             [one] => (*one).to_owned(),
             [] => "any".to_owned(),
-            several => format!("{} (any scalar)", several.join(", ")),
+            ["string", "number", "boolean"] => "scalar".to_owned(),
+            several => several.join(" or "),
         }
     }
 }
@@ -219,7 +220,9 @@ fn one_of(values: &[String]) -> String {
 /// A type's name for `list of …`.
 fn plural(kind: &str) -> String {
     match kind {
-        "string" | "duration" | "address" | "integer" | "number" | "boolean" | "object" => format!("{kind}s"),
+        "string" | "duration" | "address" | "integer" | "number" | "boolean" | "object" | "scalar" => {
+            format!("{kind}s")
+        }
         other => other.to_owned(),
     }
 }
@@ -249,6 +252,7 @@ fn default_cell(property: &Value, required: bool, text: &str) -> String {
         None => "—".to_owned(),
         Some(Value::Null) => default_sentence(text).map_or_else(|| "`null`".to_owned(), |s| cell(&s)),
         Some(Value::Object(values)) if !values.is_empty() => "see its keys".to_owned(),
+        Some(Value::String(s)) if s.is_empty() => "`\"\"`".to_owned(),
         Some(Value::String(s)) => code(s),
         Some(Value::Number(n)) if text.contains("(bytes") => with_binary_size(&n.to_string()),
         Some(other) => code(&other.to_string()),
@@ -270,10 +274,16 @@ fn with_binary_size(number: &str) -> String {
 /// `not overridden`, `one per core …`.
 fn default_sentence(text: &str) -> Option<String> {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A per-upstream override: unset, it is the key of `defaults` it names.
+    if let Some(inherited) = text.strip_prefix("See `defaults.").and_then(|rest| rest.split('`').next()) {
+        return Some(format!("as `defaults.{inherited}`"));
+    }
+    // "Unset: …" says what an unset key means, and is kept whole.
     let start = text
         .find("Default: ")
         .map(|i| i + "Default: ".len())
-        .or_else(|| text.find("Default ").map(|i| i + "Default ".len()))?;
+        .or_else(|| text.find("Default ").map(|i| i + "Default ".len()))
+        .or_else(|| text.find("Unset: "))?;
     let rest = &text[start..];
     let end = rest.find(". ").unwrap_or(rest.len());
     let sentence = rest[..end].trim_end_matches('.');
