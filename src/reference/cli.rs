@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::GENERATED;
-use super::markdown::{cell, code, prose, sentence};
+use super::markdown::{GENERATED, cell, code, prose, sentence};
 
 /// The page for the command line `cli`.
 pub(super) fn page(cli: &clap::Command) -> String {

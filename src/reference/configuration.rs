@@ -7,8 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use super::GENERATED;
-use super::markdown::{cell, code, prose};
+use super::markdown::{GENERATED, cell, code, prose};
 use crate::config::{DURATION_PATTERN, SOCKET_ADDRESS_PATTERN, json_schema};
 
 /// The page.
@@ -263,7 +262,7 @@ fn default_cell(property: &Value, required: bool, text: &str) -> String {
 fn with_binary_size(number: &str) -> String {
     let value: u64 = number.parse().unwrap_or(0);
     for (size, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-        if value >= size && value % size == 0 {
+        if value >= size && value.is_multiple_of(size) {
             return format!("`{number}` ({} {name})", value / size);
         }
     }

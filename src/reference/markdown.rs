@@ -1,5 +1,9 @@
 //! Small helpers for writing Markdown from doc comments and help texts.
 
+/// The line under each generated page's title that says where it comes from.
+pub(super) const GENERATED: &str = "<!-- Generated from the code by `seawall docs --out docs/src/reference`: \
+edit the code, then run it again. -->";
+
 /// `text` as one table cell: on one line, its pipes escaped, see [`prose`].
 pub(super) fn cell(text: &str) -> String {
     prose(text).replace('|', "\\|")

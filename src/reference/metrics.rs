@@ -2,8 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::GENERATED;
-use super::markdown::{cell, code};
+use super::markdown::{GENERATED, cell, code};
 use crate::telemetry::metrics::{Kind, METRICS};
 
 /// The page.

@@ -18,10 +18,6 @@ pub struct Page {
     pub text: String,
 }
 
-/// The line under each generated page's title that says where it comes from.
-const GENERATED: &str = "<!-- Generated from the code by `seawall docs --out docs/src/reference`: \
-edit the code, then run it again. -->";
-
 /// Every generated page; `cli` is the command line's definition (the binary's).
 pub fn pages(cli: &clap::Command) -> Vec<Page> {
     vec![
