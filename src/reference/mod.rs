@@ -1,11 +1,13 @@
 //! The reference pages of the book that are generated from the code, so that they cannot
 //! drift from it: every configuration key from the schema's types, the command line from
-//! its clap definition, every metric from [`crate::telemetry::metrics`]'s table.
+//! its clap definition, every metric from [`crate::telemetry::metrics`]'s table, and the
+//! answer to every kind of failure from what the rewrite layer makes of it.
 //! `seawall docs --out docs/src/reference` writes them; a test regenerates them and
 //! fails when the committed pages differ.
 
 mod cli;
 mod configuration;
+mod errors;
 mod markdown;
 mod metrics;
 
@@ -24,5 +26,6 @@ pub fn pages(cli: &clap::Command) -> Vec<Page> {
         Page { file: "configuration.md", text: configuration::page() },
         Page { file: "cli.md", text: cli::page(cli) },
         Page { file: "metrics.md", text: metrics::page() },
+        Page { file: "errors.md", text: errors::page() },
     ]
 }
