@@ -8,13 +8,18 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::header;
 use serde_json::Value;
 
 use super::markdown::{GENERATED, cell, code};
 use crate::call::{ArgumentViolation, GatewayError, Health, Retry, UpstreamError};
 use crate::client::HttpHint;
 use crate::config::{ErrorsConfig, Report};
+use crate::downstream::refusal::Refusal;
 use crate::errors::Rewriter;
+use crate::jsonrpc::DecodeError;
+use crate::policy::auth::Unauthenticated;
+use crate::policy::origin::OriginRefusal;
 use crate::resilience::breaker::classify::{Outcome, Verdict, split};
 
 /// The page.
@@ -48,8 +53,81 @@ pub(super) fn page() -> String {
             code(class.outcome)
         );
     }
-    out.push_str(AFTER);
+    let (before, after) = AFTER.split_once(REFUSALS_HERE).unwrap_or((AFTER, ""));
+    out.push_str(before);
+    refusal_table(&mut out);
+    out.push('\n');
+    out.push_str(after);
     out
+}
+
+/// The table of the HTTP transport's refusals, each answered as the transport answers it.
+fn refusal_table(out: &mut String) {
+    out.push_str("| refusal | code | HTTP status | message |\n|---|---|---|---|\n");
+    for (when, refusal) in refusals() {
+        let response = refusal.respond(None, "");
+        let mut status = response.status().as_u16().to_string();
+        for (name, shown) in [
+            (header::WWW_AUTHENTICATE, "WWW-Authenticate"),
+            (header::ALLOW, "Allow"),
+            (header::RETRY_AFTER, "Retry-After"),
+        ] {
+            if response.headers().contains_key(name) {
+                let _ = write!(status, " + `{shown}`");
+            }
+        }
+        if response.headers().get(header::CONNECTION).is_some_and(|v| v == "close") {
+            status.push_str(", then closed");
+        }
+        let _ =
+            writeln!(out, "| {} | {} | {status} | {} |", cell(when), refusal.code(), cell(&code(&refusal.message())));
+    }
+}
+
+/// Every refusal of the HTTP transport, with when it is made.
+fn refusals() -> Vec<(&'static str, Refusal)> {
+    let unauthenticated = |scope: Option<&str>| {
+        Refusal::Unauthorized(Unauthenticated {
+            reason: "",
+            token_presented: true,
+            metadata_url: None,
+            insufficient_scope: scope.map(str::to_owned),
+        })
+    };
+    vec![
+        (
+            "an HTTP/1.x head that is malformed or framed ambiguously (the connection is closed)",
+            Refusal::BadRequest("malformed request head"),
+        ),
+        ("an HTTP/1.x head over 64 KiB or 100 fields (the connection is closed)", Refusal::HeadTooLarge),
+        ("a transfer coding other than `chunked` (the connection is closed)", Refusal::NotImplemented("gzip")),
+        ("the body is not JSON", Refusal::Malformed(DecodeError::Parse("…".to_owned()))),
+        ("the body is not a JSON-RPC message", Refusal::Malformed(DecodeError::Invalid { id: None, reason: "…" })),
+        ("`initialize` without usable params", Refusal::InvalidInitialize("Invalid params: …".to_owned())),
+        ("no, a malformed or an unknown bearer token (when `auth` is on)", unauthenticated(None)),
+        ("a good credential without a scope of `auth.required_scopes`", unauthenticated(Some("mcp:tools"))),
+        (
+            "a `Host` or authority that is missing, malformed or ambiguous",
+            Refusal::Forbidden(OriginRefusal::Ambiguous("…")),
+        ),
+        ("a `Host` that is not allowed", Refusal::Forbidden(OriginRefusal::Host)),
+        ("an `Origin` that is not allowed", Refusal::Forbidden(OriginRefusal::Origin)),
+        ("a request after `initialize` without `Mcp-Session-Id`", Refusal::SessionRequired),
+        ("an unknown, ended or expired session, or one of another endpoint or principal", Refusal::SessionNotFound),
+        ("an `MCP-Protocol-Version` seawall does not speak", Refusal::UnsupportedVersion),
+        ("`/mcp/<name>` names no upstream", Refusal::NoSuchUpstream),
+        ("an HTTP method other than GET, POST and DELETE", Refusal::MethodNotAllowed),
+        ("an `Accept` that rules out JSON and SSE (a GET: SSE)", Refusal::NotAcceptable { stream: false }),
+        ("the body not received within `limits.body_timeout`", Refusal::BodyTimeout),
+        ("a second GET stream on a session", Refusal::StreamConflict),
+        ("a body over `limits.max_body_bytes`", Refusal::TooLarge { limit: 4_194_304 }),
+        ("a `Content-Type` other than `application/json`", Refusal::UnsupportedMediaType),
+        (
+            "too many sessions (in total, per address, per principal)",
+            Refusal::TooManySessions { retry_after: Duration::from_secs(1) },
+        ),
+        ("too many connections (in total, per address)", Refusal::TooManyConnections),
+    ]
 }
 
 /// What the client gets for `failure`: the error's code, or an `isError` result.
@@ -235,6 +313,9 @@ an unknown method), keeping 503 and 429; on stdio there is no status.
 
 ";
 
+/// Where [`AFTER`] takes the table of refusals.
+const REFUSALS_HERE: &str = "{refusals}\n";
+
 const AFTER: &str = "
 seawall's own codes sit in -32000 to -32019, outside the band -32020 to -32099 that the
 MCP specification keeps for itself:
@@ -292,28 +373,7 @@ The HTTP transport's own refusals come from one table
 request's id whenever the body could be read, and `null` when they are decided from the
 headers alone. None is retried or counted by a breaker.
 
-| refusal | code | HTTP status |
-|---|---|---|
-| HTTP/1.x head malformed or framed ambiguously (then the connection is closed) | -32600 | 400 |
-| HTTP/1.x head over 64 KiB or 100 fields (then closed) | -32600 | 431 |
-| a transfer coding other than `chunked` (then closed) | -32600 | 501 |
-| the body is not JSON / not JSON-RPC | -32700 / -32600 | 400 |
-| `initialize` without usable params | -32602 | 400 |
-| no, malformed or unknown bearer token (when `auth` is on) | -32000 | 401 + `WWW-Authenticate` |
-| a good credential without a scope of `auth.required_scopes` | -32000 | 403 + `WWW-Authenticate` |
-| ambiguous or malformed `Host` or authority; a batch outside protocol version 2025-03-26 | -32600 | 400 |
-| missing `Mcp-Session-Id` / unknown session | -32600 | 400 / 404 |
-| unsupported `MCP-Protocol-Version` | -32600 | 400 |
-| `Host` or `Origin` not allowed | -32600 | 403 |
-| `/mcp/<name>` names no upstream | -32600 | 404 |
-| another HTTP method | -32600 | 405 + `Allow` |
-| `Accept` without JSON or SSE | -32600 | 406 |
-| the body not received within `limits.body_timeout` | -32600 | 408 |
-| a second GET stream on a session | -32600 | 409 |
-| a body over `limits.max_body_bytes` | -32600 | 413 |
-| `Content-Type` other than `application/json` | -32600 | 415 |
-| too many sessions or connections | -32012 | 503 + `Retry-After` |
-
+{refusals}
 Each is logged once at debug level under the target `seawall::downstream`
 (`RUST_LOG=seawall::downstream=debug`) with its status, code, reason, method, path and
 the client's address, never the body.
