@@ -300,3 +300,27 @@ fn anchor(path: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_sentence_is_found_in_a_doc_comment() {
+        assert_eq!(
+            default_sentence("Where. Default: none — a key of its own. More."),
+            Some("none — a key of its own".into())
+        );
+        assert_eq!(default_sentence("Count. Default `3`; `1` disables."), Some("`3`; `1` disables".into()));
+        assert_eq!(default_sentence("See `defaults.retry.max_delay`."), Some("as `defaults.retry.max_delay`".into()));
+        assert_eq!(default_sentence("The URL. Unset: `OTEL_X`, else `y`."), Some("Unset: `OTEL_X`, else `y`".into()));
+        assert_eq!(default_sentence("No default."), None);
+    }
+
+    #[test]
+    fn sizes_in_bytes_are_also_given_in_binary_units() {
+        assert_eq!(with_binary_size("1048576"), "`1048576` (1 MiB)");
+        assert_eq!(with_binary_size("1000"), "`1000`");
+        assert_eq!(anchor("upstreams[].tools.<name>"), "upstreamstoolsname");
+    }
+}

@@ -40,3 +40,24 @@ pub(super) fn sentence(text: &str) -> String {
 pub(super) fn code(text: &str) -> String {
     if text.contains('`') { format!("`` {text} ``") } else { format!("`{text}`") }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn angle_brackets_are_escaped_outside_code_only() {
+        assert_eq!(
+            prose("reach /mcp/<upstream>\n  or `<upstream>__<name>`"),
+            "reach /mcp/&lt;upstream&gt; or `<upstream>__<name>`"
+        );
+        assert_eq!(cell("a | b"), "a \\| b");
+    }
+
+    #[test]
+    fn a_help_text_ends_as_a_sentence() {
+        assert_eq!(sentence("Run the gateway"), "Run the gateway.");
+        assert_eq!(sentence("Print it."), "Print it.");
+        assert_eq!(code("a`b"), "`` a`b ``");
+    }
+}
