@@ -28,6 +28,7 @@ macro_rules! internal {
 pub mod app;
 pub mod config;
 pub mod demo;
+pub mod reference;
 pub mod telemetry;
 
 internal!(jsonrpc, ndjson, resilience, sanitize, sse);

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use seawall::config::Config;
 use seawall::telemetry::{self, LogFormat};
 
@@ -15,9 +15,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// seawall: a resilient gateway for MCP servers.
 ///
-/// Clients connect to http://LISTEN/mcp to reach every configured upstream at once (tools
-/// and prompts named <upstream>__<name>, resources by URI), or to
-/// http://LISTEN/mcp/<upstream> to reach one upstream with its own names; a local client
+/// Clients connect to `http://LISTEN/mcp` to reach every configured upstream at once (tools
+/// and prompts named `<upstream>__<name>`, resources by URI), or to
+/// `http://LISTEN/mcp/<upstream>` to reach one upstream with its own names; a local client
 /// may instead launch `seawall stdio` as its stdio MCP server.
 #[derive(Parser, Debug)]
 #[command(name = "seawall", version, propagate_version = true)]
@@ -100,6 +100,13 @@ enum Command {
         #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,
     },
+    /// Write the reference pages generated from the code (configuration, command line,
+    /// metrics) into DIR: `seawall docs --out docs/src/reference` refreshes the book's.
+    Docs {
+        /// The folder to write them into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
     /// Print the version.
     Version,
 }
@@ -116,6 +123,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Health { url, timeout } => block_on(health(url, timeout)),
+        Command::Docs { out } => match write_reference(&out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("seawall: {}: {e}", out.display());
+                ExitCode::FAILURE
+            }
+        },
         Command::Schema => match serde_json::to_string_pretty(&seawall::config::json_schema()) {
             Ok(text) => {
                 println!("{text}");
@@ -201,6 +215,15 @@ fn start(path: &std::path::Path, log_format: LogFormat) -> Option<(Config, telem
             None
         }
     }
+}
+
+/// Writes every generated reference page into `dir`.
+fn write_reference(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for page in seawall::reference::pages(&Cli::command()) {
+        std::fs::write(dir.join(page.file), page.text)?;
+    }
+    Ok(())
 }
 
 /// GETs `url`; an error unless it answers 2xx within `timeout`.

@@ -50,6 +50,7 @@ pub use resilience::{
     RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
 };
 pub use schema::json_schema;
+pub(crate) use schema::{DURATION_PATTERN, SOCKET_ADDRESS_PATTERN};
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};

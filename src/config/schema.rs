@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde_json::Value;
 
 use super::Config;
 
@@ -21,12 +22,56 @@ use super::Config;
 pub fn json_schema() -> serde_json::Value {
     let mut schema = SchemaSettings::draft07().into_generator().into_root_schema_for::<Config>();
     schema.insert("title".to_owned(), "seawall configuration".into());
-    schema.to_value()
+    let mut value = schema.to_value();
+    default_unset_to_null(&mut value);
+    value
+}
+
+/// Gives every optional property that may be `null` and has no `default` the default
+/// `null`: serde reads an absent `Option` as `None`, but the generator leaves the default
+/// out of fields that serialization skips while unset.
+fn default_unset_to_null(node: &mut Value) {
+    match node {
+        Value::Object(object) => {
+            let required: Vec<String> = match object.get("required") {
+                Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+                _ => Vec::new(),
+            };
+            if let Some(Value::Object(properties)) = object.get_mut("properties") {
+                for (name, property) in properties.iter_mut() {
+                    if let Value::Object(property) = property
+                        && !required.contains(name)
+                        && !property.contains_key("default")
+                        && nullable(property)
+                    {
+                        property.insert("default".to_owned(), Value::Null);
+                    }
+                }
+            }
+            object.values_mut().for_each(default_unset_to_null);
+        }
+        Value::Array(items) => items.iter_mut().for_each(default_unset_to_null),
+        _ => {}
+    }
+}
+
+/// Whether a property's schema admits `null` (`"type": [.., "null"]`, or a `null`
+/// branch of `anyOf`).
+fn nullable(property: &serde_json::Map<String, Value>) -> bool {
+    let null = Value::from("null");
+    match property.get("type") {
+        Some(Value::Array(types)) => types.contains(&null),
+        Some(kind) => *kind == null,
+        None => match property.get("anyOf") {
+            Some(Value::Array(branches)) => branches.iter().any(|b| b.get("type") == Some(&null)),
+            _ => false,
+        },
+    }
 }
 
 /// A humantime duration: one or more `<number><unit>` groups, e.g. `250ms`, `1.5s`,
 /// `1h 30m`. A bare number has no unit and is refused, as the loader refuses it.
-const DURATION_PATTERN: &str = concat!(
+pub(crate) const DURATION_PATTERN: &str = concat!(
     r"^\s*([0-9]+(\.[0-9]+)?\s*(nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|",
     r"minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|",
     r"years|year|yrs|yr|y)\s*)+$"
@@ -50,7 +95,8 @@ impl JsonSchema for HumanDuration {
 }
 
 /// An IPv4 `a.b.c.d:port` or IPv6 `[addr]:port` socket address.
-const SOCKET_ADDRESS_PATTERN: &str = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:.]+(%[^\]]+)?\]):[0-9]{1,5}$";
+pub(crate) const SOCKET_ADDRESS_PATTERN: &str =
+    r"^([0-9]{1,3}(\.[0-9]{1,3}){3}|\[[0-9A-Fa-f:.]+(%[^\]]+)?\]):[0-9]{1,5}$";
 
 /// The schema of a `SocketAddr` field read from its text form.
 pub(crate) struct SocketAddress;

@@ -17,6 +17,7 @@ use super::schema::{HumanDuration, ScalarText};
 /// Defaults applied to every upstream unless it overrides them.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(transform = defaults_schema_defaults)]
 pub struct Defaults {
     /// Timeouts per method class.
     pub timeouts: Timeouts,
@@ -178,6 +179,7 @@ pub enum UpstreamProtocol {
 /// (`url`, Streamable HTTP or HTTP+SSE), exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = upstream_schema_defaults)]
 pub struct UpstreamConfig {
     /// Unique name, `[A-Za-z0-9_-]{1,64}`, not containing `name_separator`. Required.
     pub name: String,
@@ -269,6 +271,46 @@ pub struct UpstreamConfig {
     /// none.
     #[serde(default, skip_serializing_if = "is_default")]
     pub errors: UpstreamErrorsConfig,
+}
+
+/// Serialization leaves an upstream's defaulted fields out, and the schema generator then
+/// leaves out their defaults too: they are put back here, from [`UpstreamConfig::default`].
+fn upstream_schema_defaults(schema: &mut schemars::Schema) {
+    let d = UpstreamConfig::default();
+    put_schema_defaults(
+        schema,
+        [
+            ("args", serde_json::json!(d.args)),
+            ("env", serde_json::json!(d.env)),
+            ("inherit_env", serde_json::json!(d.inherit_env)),
+            ("share", serde_json::json!(d.share)),
+            ("restart", serde_json::json!(d.restart)),
+            ("shutdown_grace", humantime::format_duration(d.shutdown_grace).to_string().into()),
+            ("max_processes", serde_json::json!(d.max_processes)),
+            ("headers", serde_json::json!(d.headers)),
+            ("transport", serde_json::json!(d.transport)),
+            ("protocol", serde_json::json!(d.protocol)),
+            ("endpoints", serde_json::json!(d.endpoints)),
+            ("trust_annotations", serde_json::json!(d.trust_annotations)),
+            ("tools", serde_json::json!(d.tools)),
+            ("errors", serde_json::json!(d.errors)),
+        ],
+    );
+}
+
+/// The default of `defaults.inherit_env`, which serialization skips while empty.
+fn defaults_schema_defaults(schema: &mut schemars::Schema) {
+    put_schema_defaults(schema, [("inherit_env", serde_json::json!(Defaults::default().inherit_env))]);
+}
+
+/// Sets the `default` of each named property of an object schema.
+fn put_schema_defaults<const N: usize>(schema: &mut schemars::Schema, defaults: [(&str, serde_json::Value); N]) {
+    let Some(properties) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) else { return };
+    for (name, value) in defaults {
+        if let Some(property) = properties.get_mut(name).and_then(serde_json::Value::as_object_mut) {
+            property.insert("default".to_owned(), value);
+        }
+    }
 }
 
 fn default_max_processes() -> usize {

@@ -15,6 +15,7 @@ mod config_schema;
 mod conformance_rounds;
 mod defects;
 mod deploy;
+mod docs;
 mod errors;
 mod framing;
 mod front;

@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 mod names;
 
 use names::*;
+pub(crate) use names::{Kind, METRICS};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
