@@ -30,6 +30,8 @@ use crate::call::{Cause, UpstreamError};
 use crate::h1;
 use crate::workers;
 
+/// How long a connection is silent before TCP keep-alive probes ask after its peer.
+const KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle connections kept per upstream; past it the longest idle is closed.
 const MAX_IDLE: usize = 256;
 /// How often idle connections are looked at, to close those past their time or closed
@@ -152,6 +154,10 @@ impl Pool {
                 .map_err(|e| UpstreamError::Connect(Cause::described(format!("tcp connect error: {e}"), e)))?;
             // Calls are small request/answer exchanges: never hold a segment back.
             let _ = stream.set_nodelay(true);
+            // An event stream may stay quiet for as long as its session lives: probes
+            // notice a peer that vanished without closing the connection.
+            let probes = socket2::TcpKeepalive::new().with_time(KEEPALIVE);
+            let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&probes);
             if !tls {
                 return Ok(Io::Plain(stream));
             }
