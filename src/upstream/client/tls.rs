@@ -41,11 +41,10 @@ impl Connector {
         Connector(tokio_rustls::TlsConnector::from(Arc::new(config)))
     }
 
-    /// The handshake on `tcp` with `host` (a name or an address literal); a failure is a
-    /// connect failure: the request never reached the upstream.
+    /// The handshake on `tcp` with `host` (a name, or an address without brackets); a
+    /// failure is a connect failure: the request never reached the upstream.
     pub(super) async fn handshake(&self, host: &str, tcp: TcpStream) -> Result<TlsStream, UpstreamError> {
-        let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-        let name = ServerName::try_from(literal.to_owned())
+        let name = ServerName::try_from(host.to_owned())
             .map_err(|e| UpstreamError::Connect(Cause::described(format!("not a TLS server name: {e}"), e)))?;
         self.0
             .connect(name, tcp)
@@ -71,4 +70,58 @@ pub(super) fn quiet(stream: &mut TlsStream) -> bool {
     let mut byte = [0u8; 1];
     let mut buf = ReadBuf::new(&mut byte);
     matches!(Pin::new(stream).poll_read(&mut cx, &mut buf), Poll::Pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+
+    /// A TLS connection to a server on 127.0.0.1 with a certificate made for it, and the
+    /// server's end of it.
+    async fn pair() -> (TlsStream, tokio_rustls::server::TlsStream<TcpStream>) {
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.signing_key.serialize_der().into());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![made.cert.der().clone()], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { acceptor.accept(listener.accept().await.unwrap().0).await.unwrap() });
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(made.cert.der().clone()).unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let client = Connector::trusting(roots).unwrap().handshake("127.0.0.1", tcp).await.unwrap();
+        (client, server.await.unwrap())
+    }
+
+    /// Long enough for what the server wrote to reach the client's socket.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test]
+    async fn an_idle_tls_connection_is_quiet_until_the_server_sends_or_closes() {
+        let (mut client, mut server) = pair().await;
+        settle().await;
+        assert!(quiet(&mut client), "the session tickets sent after the handshake are no data");
+        assert!(quiet(&mut client), "looking takes nothing away");
+        server.shutdown().await.unwrap();
+        settle().await;
+        assert!(!quiet(&mut client), "close_notify ends it");
+
+        let (mut client, mut server) = pair().await;
+        server.write_all(b"unasked").await.unwrap();
+        server.flush().await.unwrap();
+        settle().await;
+        assert!(!quiet(&mut client), "data nobody asked for ends it");
+    }
 }

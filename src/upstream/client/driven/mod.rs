@@ -146,7 +146,9 @@ impl Pool {
     /// addresses and the handshake.
     async fn connect(self: &Arc<Pool>, tls: bool, authority: &Authority) -> Result<Conn, UpstreamError> {
         self.start_sweeping();
+        // A name, or an address without the brackets of an IPv6 literal.
         let host = authority.host();
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         let port = authority.port_u16().unwrap_or(default_port(tls));
         let opening = async {
             let stream = open(host, port)
@@ -205,12 +207,12 @@ async fn sweep(pool: Weak<Pool>) {
     }
 }
 
-/// A TCP connection to the first of `host`'s addresses that accepts one.
+/// A TCP connection to the first of `host`'s addresses (`host` a name or an address)
+/// that accepts one.
 async fn open(host: &str, port: u16) -> io::Result<TcpStream> {
-    let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    let addresses: Vec<SocketAddr> = match literal.parse::<IpAddr>() {
+    let addresses: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => tokio::net::lookup_host((literal, port)).await?.collect(),
+        Err(_) => tokio::net::lookup_host((host, port)).await?.collect(),
     };
     let mut last = None;
     for address in addresses {
