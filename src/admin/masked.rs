@@ -102,7 +102,7 @@ fn masked_url(text: &str) -> Option<String> {
     if !text.contains("://") {
         return None;
     }
-    let mut url = reqwest::Url::parse(text).ok()?;
+    let mut url = url::Url::parse(text).ok()?;
     if url.cannot_be_a_base() {
         return None;
     }

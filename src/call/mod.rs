@@ -22,7 +22,7 @@ mod request;
 mod transport;
 
 pub(crate) use answer::{Answer, Health, Reply};
-pub(crate) use cause::{Cause, chain};
+pub(crate) use cause::Cause;
 pub(crate) use clock::Clock;
 pub(crate) use events::{Activity, EVENT_BUFFER, EventRx, EventSink, EventTx, Tagged, UpstreamEvent, events};
 pub(crate) use failure::{ArgumentViolation, Class, GatewayError, Origin, Retry, UpstreamError};

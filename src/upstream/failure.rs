@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 
-use crate::call::{Cause, UpstreamError, chain};
+use crate::call::UpstreamError;
 
 /// Whether a failed handshake means the upstream refuses that protocol era (it
 /// answered, and not as that era's server would), rather than that it failed: a
@@ -33,38 +33,6 @@ pub(crate) fn handshake_error(e: UpstreamError) -> UpstreamError {
         UpstreamError::Connect(m) => UpstreamError::Connect(m),
         other => UpstreamError::Handshake(other.to_string()),
     }
-}
-
-/// A failed exchange with an HTTP+SSE upstream: a connect failure never reached it. The
-/// error stays the cause; its words leave out the URL (which may hold credentials).
-pub(crate) fn from_reqwest(e: reqwest::Error) -> UpstreamError {
-    let connect = e.is_connect();
-    let cause = Cause::described(describe(&e), e);
-    if connect { UpstreamError::Connect(cause) } else { UpstreamError::Io(cause) }
-}
-
-/// A reqwest error's sources, without the URL its own words name.
-fn describe(e: &reqwest::Error) -> String {
-    let mut parts = Vec::new();
-    if e.is_timeout() {
-        parts.push("timed out".to_owned());
-    }
-    if let Some(source) = std::error::Error::source(e) {
-        parts.push(chain(source));
-    }
-    if parts.is_empty() {
-        let kind = if e.is_body() {
-            "body error"
-        } else if e.is_decode() {
-            "decode error"
-        } else if e.is_request() {
-            "request error"
-        } else {
-            "transport error"
-        };
-        parts.push(kind.to_owned());
-    }
-    parts.join(": ")
 }
 
 /// An HTTP status that is not an MCP answer, with its `Retry-After` in seconds.

@@ -38,6 +38,21 @@ pub(crate) fn trace_headers(call: &UpstreamCall) -> Vec<(String, String)> {
     headers
 }
 
+/// Appends `extra` (a call's own fields, as text) to `headers`; one that is not a valid
+/// HTTP field is left out, and logged.
+pub(crate) fn push_headers(
+    headers: &mut Vec<(::http::HeaderName, ::http::HeaderValue)>,
+    extra: &[(String, String)],
+    upstream: &str,
+) {
+    for (name, value) in extra {
+        match (::http::HeaderName::try_from(name.as_str()), ::http::HeaderValue::try_from(value.as_str())) {
+            (Ok(name), Ok(value)) => headers.push((name, value)),
+            _ => tracing::debug!(upstream = %upstream, header = %name, "header not sent: not a valid HTTP header"),
+        }
+    }
+}
+
 /// State every link has: who hears unrelated events, and where progress goes.
 #[derive(Default)]
 pub(crate) struct LinkShared {

@@ -41,4 +41,5 @@ mod sse;
 mod status_page;
 mod stdio_client;
 mod support;
+mod tls_upstream;
 mod tracing;

@@ -242,7 +242,7 @@ fn health(own: Option<&Breaker>, tools: StateCounts, endpoints: &[Endpoint], pro
 
 /// The URL as shown: scheme, host, port and path only (credentials or tokens put in a
 /// URL stay out of the page).
-fn shown_url(url: &reqwest::Url) -> String {
+fn shown_url(url: &url::Url) -> String {
     let mut shown = url.clone();
     let _ = shown.set_username("");
     let _ = shown.set_password(None);

@@ -386,16 +386,7 @@ impl HttpLink {
         extra: &[(String, String)],
     ) -> Result<UpstreamResponse, UpstreamError> {
         let mut headers = session_headers(state, extra.len());
-        for (name, value) in extra {
-            match (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
-                (Ok(name), Ok(value)) => {
-                    headers.push((name, value));
-                }
-                _ => {
-                    tracing::debug!(upstream = %self.up.name, header = %name, "header not sent: not a valid HTTP header")
-                }
-            }
-        }
+        super::push_headers(&mut headers, extra, &self.up.name);
         self.up.client.send(Method::POST, &self.up.uri, &self.up.post_headers, &headers, body).await
     }
 

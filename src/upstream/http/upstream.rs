@@ -18,7 +18,7 @@ pub(crate) struct HttpUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
     pub(super) client: UpstreamClient,
-    pub(super) url: reqwest::Url,
+    pub(super) url: url::Url,
     /// `url`, parsed once for requests.
     pub(super) uri: Uri,
     /// The configured static headers.
@@ -88,7 +88,7 @@ impl HttpUpstream {
     ) -> anyhow::Result<HttpUpstream> {
         let map = crate::upstream::header_map(headers)?;
         let client = UpstreamClient::new(connect_timeout)?;
-        let url = reqwest::Url::parse(url)?;
+        let url = url::Url::parse(url)?;
         let uri: Uri = url.as_str().parse()?;
         let mut post_headers = map.clone();
         post_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -128,7 +128,7 @@ impl HttpUpstream {
     }
 
     /// The URL of its MCP endpoint.
-    pub(crate) fn url(&self) -> &reqwest::Url {
+    pub(crate) fn url(&self) -> &url::Url {
         &self.url
     }
 

@@ -10,15 +10,19 @@
 //! connect timeout. Closing the link closes the stream, which ends the upstream session.
 //!
 //! This file holds the link calls use; `stream` opens the event stream, performs the
-//! handshake, reads and routes events, and reopens the stream when it drops.
+//! handshake, reads and routes events, and reopens the stream when it drops; `post`
+//! sends messages to the endpoint. Both go through the upstream's
+//! [`UpstreamClient`], like Streamable HTTP upstreams.
 
+mod post;
 mod stream;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderMap};
+use http::Uri;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::AbortHandle;
@@ -26,20 +30,26 @@ use tokio_util::sync::CancellationToken;
 
 use super::LinkShared;
 use super::cancel::CancelGuard;
-use super::failure::status_error;
+use super::client::UpstreamClient;
 use crate::call::{BoxFuture, EventSink, Reply, Transport, UpstreamCall, UpstreamError, fresh_id};
 use crate::jsonrpc::{self, Id, Notification};
 use crate::mcp::init::{InitParams, InitResult};
 use crate::mcp::{meta, method};
 
 /// One configured HTTP+SSE upstream: the URL of its event stream, static headers and
-/// the connection pool its POSTs share.
+/// the connection pool its requests share.
 pub(crate) struct SseUpstream {
     /// The upstream's name (for logs).
     pub name: Arc<str>,
-    client: reqwest::Client,
-    url: reqwest::Url,
-    headers: HeaderMap,
+    client: UpstreamClient,
+    /// The event stream's URL, which `endpoint` events are resolved against.
+    url: url::Url,
+    /// `url`, parsed once for requests.
+    uri: Uri,
+    /// The static headers of the GET: the configured ones and `Accept`.
+    get_headers: HeaderMap,
+    /// The static headers of a POST: the configured ones and `Content-Type`.
+    post_headers: HeaderMap,
     max_message_bytes: usize,
     connect_timeout: Duration,
 }
@@ -54,27 +64,23 @@ impl SseUpstream {
         max_message_bytes: usize,
     ) -> anyhow::Result<SseUpstream> {
         let map = super::header_map(headers)?;
-        // No overall timeout: the event stream lives as long as the session. Keep-alive
-        // probes notice a peer that vanished without closing the connection.
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_keepalive(Duration::from_secs(30))
-            .tcp_nodelay(true)
-            // As for Streamable HTTP upstreams: direct connections, and a 3xx is the
-            // status it is.
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
-        let url = reqwest::Url::parse(url)?;
-        Ok(SseUpstream { name: Arc::from(name), client, url, headers: map, max_message_bytes, connect_timeout })
+        // No overall timeout: the event stream lives as long as the session.
+        let client = UpstreamClient::new(connect_timeout)?;
+        let url = url::Url::parse(url)?;
+        let uri: Uri = url.as_str().parse()?;
+        let mut get_headers = map.clone();
+        get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        let mut post_headers = map;
+        post_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let name = Arc::from(name);
+        Ok(SseUpstream { name, client, url, uri, get_headers, post_headers, max_message_bytes, connect_timeout })
     }
 }
 
 /// One open event stream: where to POST, and the calls waiting for answers on it.
 struct Conn {
     /// The URL the `endpoint` event named.
-    endpoint: reqwest::Url,
+    endpoint: Uri,
     pending: Mutex<HashMap<Id, Pending>>,
     /// Fired when the stream is gone (closed by either side, or refused by a POST).
     lost: CancellationToken,
@@ -216,70 +222,6 @@ impl SseLink {
         let reply = rx.await;
         guard.disarm();
         reply.map_err(|_| UpstreamError::Io("the upstream's event stream closed before the answer arrived".into()))
-    }
-
-    /// POSTs a notification or an answer, once the stream is open.
-    async fn send_one_way(&self, body: String) -> Result<(), UpstreamError> {
-        let conn = self.ready(self.up.connect_timeout).await?;
-        self.post(&conn, body).await
-    }
-
-    /// POSTs one message to the stream's endpoint. Any 2xx is success (servers answer 202);
-    /// a 404 means the upstream forgot the session, so the stream is reopened. A server
-    /// that answers a request in the POST's own body rather than on the stream (not what
-    /// the transport says, but it happens) is heard there too.
-    async fn post(&self, conn: &Conn, body: String) -> Result<(), UpstreamError> {
-        self.post_with(conn, body, &[]).await
-    }
-
-    /// [`SseLink::post`] with extra headers (a call's trace context).
-    async fn post_with(&self, conn: &Conn, body: String, extra: &[(String, String)]) -> Result<(), UpstreamError> {
-        let mut req = self
-            .up
-            .client
-            .post(conn.endpoint.clone())
-            .headers(self.up.headers.clone())
-            .header(CONTENT_TYPE, "application/json");
-        for (name, value) in extra {
-            req = req.header(name.as_str(), value.as_str());
-        }
-        let resp = req.body(body).send().await.map_err(crate::upstream::failure::from_reqwest)?;
-        let status = resp.status();
-        if status.is_success() {
-            if status != http::StatusCode::ACCEPTED && status != http::StatusCode::NO_CONTENT {
-                self.answered_inline(conn, resp).await;
-            }
-            return Ok(());
-        }
-        if status == http::StatusCode::NOT_FOUND {
-            conn.shut();
-            return Err(UpstreamError::SessionLost("the upstream no longer knows this session".into()));
-        }
-        Err(status_error(resp.status(), resp.headers()))
-    }
-
-    /// Reads what a POST answered with in its body (bounded by the message limit): an
-    /// answer to a call waiting on `conn` completes it; anything else is left alone.
-    async fn answered_inline(&self, conn: &Conn, mut resp: reqwest::Response) {
-        let mut body = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(chunk)) if body.len() + chunk.len() <= self.up.max_message_bytes => {
-                    body.extend_from_slice(&chunk)
-                }
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) => break,
-            }
-        }
-        let Ok(text) = std::str::from_utf8(&body) else { return };
-        if text.trim().is_empty() {
-            return;
-        }
-        if let Ok(jsonrpc::Message::Response(r)) = jsonrpc::decode(text)
-            && let Some(pending) = conn.pending.lock().remove(&r.id)
-        {
-            let _ = pending.tx.send(r.body);
-        }
     }
 
     /// Closes the stream (the upstream session ends with it) and stops reopening it.

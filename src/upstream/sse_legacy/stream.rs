@@ -7,7 +7,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::CONTENT_TYPE;
+use http::{Method, Uri};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -70,16 +71,10 @@ impl SseLink {
     }
 
     /// GETs the event stream and reads up to its `endpoint` event.
-    async fn open_stream(&self) -> Result<(reqwest::Url, Events), UpstreamError> {
-        let resp = self
-            .up
-            .client
-            .get(self.up.url.clone())
-            .headers(self.up.headers.clone())
-            .header(ACCEPT, "text/event-stream")
-            .send()
-            .await
-            .map_err(|e| handshake_error(crate::upstream::failure::from_reqwest(e)))?;
+    async fn open_stream(&self) -> Result<(Uri, Events), UpstreamError> {
+        let up = &self.up;
+        let resp = up.client.send(Method::GET, &up.uri, &up.get_headers, &[], String::new()).await;
+        let resp = resp.map_err(handshake_error)?;
         let status = resp.status();
         if !status.is_success() {
             return Err(UpstreamError::Handshake(format!("the event stream was refused with HTTP {status}")));
@@ -106,7 +101,7 @@ impl SseLink {
     /// The URL an `endpoint` event names, resolved against the stream's URL. It must
     /// stay on the stream's origin, so an upstream cannot direct seawall's POSTs (and
     /// their configured headers) elsewhere.
-    fn endpoint_url(&self, data: &str) -> Result<reqwest::Url, UpstreamError> {
+    fn endpoint_url(&self, data: &str) -> Result<Uri, UpstreamError> {
         let url = self
             .up
             .url
@@ -115,7 +110,7 @@ impl SseLink {
         if url.origin() != self.up.url.origin() {
             return Err(UpstreamError::Handshake("the endpoint event names another origin".into()));
         }
-        Ok(url)
+        url.as_str().parse().map_err(|e| UpstreamError::Handshake(format!("the endpoint event is not a URI: {e}")))
     }
 
     /// `initialize`, its answer on the stream, then `notifications/initialized`.
