@@ -19,7 +19,8 @@
 //! Breakers are one registry for the gateway's life, so an open breaker stays open
 //! through a reload that does not touch its upstream; a changed breaker setting applies
 //! to the breakers as they are. Sessions that reach an added, removed or changed upstream
-//! hear `notifications/tools/list_changed`.
+//! hear `notifications/tools/list_changed`, and so do those that reach an upstream whose
+//! tools clients now see otherwise (`tools.<name>`: name, description, hidden, …).
 //!
 //! Changing `listen` or `admin_listen` refuses the reload (a restart is needed). The
 //! sections the process is built around (`admin`, `shutdown`, `session`, `limits`,
@@ -38,7 +39,7 @@ use tokio::sync::mpsc;
 use super::upstreams::{connect_to, stop_shared, upstream_handle};
 use super::{ClientLayers, ClientParts, routing};
 use crate::client::CacheLayer;
-use crate::config::{Config, UpstreamConfig};
+use crate::config::{Config, ToolConfig, UpstreamConfig};
 use crate::control::{Reloaded, Reloads, Trigger};
 use crate::gateway::Gateway;
 use crate::policy::auth::Authenticator;
@@ -166,6 +167,8 @@ impl Reloader {
         // Everything that can fail is built before anything changes.
         let old_upstreams = self.gateway.upstreams();
         let plan = Plan::new(&old, &config, &old_upstreams);
+        let reshaped: Vec<Arc<str>> =
+            plan.reconfigured.iter().filter(|n| tools_seen(&old, n) != tools_seen(&config, n)).cloned().collect();
         let upstreams = self.build(&config, &old_upstreams, &plan)?;
         let layers = match self.layers_for(&config, &old, &plan) {
             Ok(layers) => layers,
@@ -218,7 +221,7 @@ impl Reloader {
         let retired: Vec<Arc<UpstreamHandle>> =
             plan.removed.iter().chain(&plan.reconnected).filter_map(|name| old_upstreams.get(name).cloned()).collect();
         self.retire(retired, &plan.removed).await;
-        for name in plan.added.iter().chain(&plan.removed).chain(&plan.reconnected) {
+        for name in plan.added.iter().chain(&plan.removed).chain(&plan.reconnected).chain(&reshaped) {
             self.gateway.announce_tools_changed(name);
         }
         done.added = plan.added.iter().map(|n| n.to_string()).collect();
@@ -404,6 +407,16 @@ fn policy_of(config: &Config, up: &UpstreamConfig) -> impl PartialEq {
         up.sanitize(&config.errors),
         config.name_separator.clone(),
     )
+}
+
+/// What clients see of the tools of the upstream `name` as `config` overrides them (the
+/// overrides without the settings that change only how seawall calls a tool).
+fn tools_seen(config: &Config, name: &str) -> Vec<(String, ToolConfig)> {
+    let tools = config.upstreams.iter().filter(|up| up.name == name).flat_map(|up| &up.tools);
+    tools
+        .filter(|(_, tool)| tool.shapes())
+        .map(|(key, tool)| (key.clone(), ToolConfig { idempotent: false, timeout: None, ..tool.clone() }))
+        .collect()
 }
 
 /// Refuses a change of the listeners' addresses, which needs a restart.

@@ -27,6 +27,7 @@ mod rate_limit;
 mod resilience;
 mod schema;
 mod session_key;
+mod tools;
 mod trace;
 mod types;
 mod upstream;
@@ -47,10 +48,12 @@ pub use operations::{AdminConfig, ShutdownConfig};
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
-    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
+    RetryOverrides, SanitizeLevel, UpstreamErrorsConfig,
 };
 pub use schema::json_schema;
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
+pub(crate) use tools::ArgumentSource;
+pub use tools::{ArgumentConfig, PrincipalField, ToolAnnotations, ToolConfig};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{

@@ -263,6 +263,7 @@ fn check_upstream(
             positive(&at.key("tools").key(name).key("timeout"), timeout, out);
         }
     }
+    super::tools::check_tools(at, &upstream.tools, out);
 }
 
 /// Checks the resilience sections under `defaults`.

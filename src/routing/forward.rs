@@ -4,14 +4,15 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
 use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, ArgumentViolation, CallTrace, Clock, EventSink, GatewayError, UpstreamCall};
+use crate::catalog::overrides::{Resolved, ToolOverrides};
 use crate::client::{ClientRequest, FromUpstream, Routed};
 use crate::jsonrpc;
-use crate::mcp::{method, modern};
+use crate::mcp::{meta, method, modern};
 use crate::telemetry::metrics;
 use crate::upstream::registry::UpstreamHandle;
 
@@ -40,6 +41,53 @@ fn param_headers(
         }
     }
     Ok(out)
+}
+
+/// A call of an overridden tool as the upstream gets it.
+struct ShapedCall {
+    /// The tool's name on the upstream.
+    tool: Arc<str>,
+    /// The arguments sent, when the gateway sets some (`None`: the client's, unchanged).
+    arguments: Option<Arc<Value>>,
+    /// The params sent: the upstream's name, those arguments, the rest as the client sent it.
+    params: Box<RawValue>,
+}
+
+/// The call of `name` (`client` as the client wrote it, prefixed on `/mcp`) under
+/// `overrides`: `None` for a tool they leave alone, an unknown tool for a hidden one or
+/// the upstream's own name of a renamed one, and otherwise the upstream's tool with the
+/// arguments the gateway sets.
+fn shape_call(
+    ctx: &ClientRequest,
+    overrides: &ToolOverrides,
+    name: &str,
+    client: &str,
+    sent: Option<&Value>,
+    params: Option<&RawValue>,
+) -> Result<Option<ShapedCall>, GatewayError> {
+    let tool = match overrides.resolve(name) {
+        Resolved::Plain => return Ok(None),
+        Resolved::Unknown => return Err(GatewayError::UnknownTool(client.to_owned())),
+        Resolved::Shaped(tool) => tool,
+    };
+    let arguments = if tool.keeps_arguments() {
+        None
+    } else {
+        let made = tool.arguments(client, ctx.principal.as_deref(), sent).map_err(|refusal| {
+            if refusal.is_invalid_params() {
+                GatewayError::InvalidParams(refusal.to_string())
+            } else {
+                GatewayError::InvalidRequest(refusal.to_string())
+            }
+        })?;
+        Some(Arc::new(made))
+    };
+    let mut map = meta::params_object(params).unwrap_or_default();
+    map.insert("name".into(), Value::String(tool.upstream.to_string()));
+    if let Some(arguments) = &arguments {
+        map.insert("arguments".into(), Value::clone(arguments));
+    }
+    Ok(Some(ShapedCall { tool: Arc::clone(&tool.upstream), arguments, params: jsonrpc::to_raw(&map) }))
 }
 
 /// Tools are metric labels only once the upstream listed them (bounded cardinality).
@@ -90,23 +138,37 @@ impl Router {
         params: Option<Box<RawValue>>,
         call: Option<(Arc<str>, Option<Arc<serde_json::Value>>)>,
     ) -> Result<Routed, GatewayError> {
-        let (tool, arguments): (Option<Arc<str>>, _) = match call {
+        // The tool as the client named it (unprefixed), and the arguments it sent.
+        let (named, sent): (Option<Arc<str>>, _) = match call {
             Some((name, arguments)) => (Some(name), arguments),
             None => (None, None),
         };
+        let client_tool = named.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        // Only an upstream with overrides looks the tool up among them.
+        let shaped = match (&handle.policy.overrides, named.as_deref(), client_tool.as_deref()) {
+            (Some(overrides), Some(name), Some(client)) => {
+                shape_call(ctx, overrides, name, client, sent.as_deref(), params.as_deref())?
+            }
+            _ => None,
+        };
+        // From here on the tool is the upstream's, and the arguments those it is sent.
+        let (tool, params, shaped_arguments) = match shaped {
+            Some(call) => (Some(call.tool), Some(call.params), call.arguments),
+            None => (named, params, None),
+        };
+        let arguments = shaped_arguments.as_deref().or(sent.as_deref());
         let info = match tool.as_deref() {
             Some(t) => self.tool_info(ctx, handle, t).await,
             None => None,
         };
         let timer = metrics::RequestTimer::start(&handle.name, method, tool_label(tool.as_ref(), info.is_some()));
-        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
-            if let Err(refused) = self.check_arguments(client_tool, info.as_deref(), arguments.as_deref()) {
+            if let Err(refused) = self.check_arguments(client_tool, info.as_deref(), arguments) {
                 timer.finish("refused");
                 return Err(refused);
             }
-            match param_headers(ctx, info.as_deref(), arguments.as_deref()) {
+            match param_headers(ctx, info.as_deref(), arguments) {
                 Ok(mirrored) => headers = mirrored,
                 Err(why) => {
                     timer.finish("refused");
@@ -130,7 +192,7 @@ impl Router {
             level: handle.policy.sanitize,
             tool: client_tool,
             info,
-            arguments,
+            arguments: sent,
             uri,
         })))
     }
@@ -160,7 +222,11 @@ impl Router {
         match answer {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
                 handle.policy.catalog.learn(&raw);
-                Answer::result(self.without_open_tools(handle, raw))
+                let listed = self.without_open_tools(handle, raw);
+                Answer::result(match &handle.policy.overrides {
+                    Some(overrides) => overrides.list(listed),
+                    None => listed,
+                })
             }
             other => other,
         }

@@ -10,6 +10,7 @@ mod load;
 mod locate;
 mod mcp_servers;
 mod operations;
+mod tools;
 mod trace;
 mod validation;
 
