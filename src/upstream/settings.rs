@@ -63,13 +63,14 @@ impl UpstreamSettings {
             return true;
         }
         // Each hint as clients see it: the operator's (always believed) over the
-        // upstream's (believed with `trust_annotations`).
-        let hints = config.map(|t| t.annotations).unwrap_or_default();
-        let listed = || self.trust_annotations.then(|| self.catalog.get(tool)).flatten();
-        let hint = |set: Option<bool>, of: fn(&crate::catalog::ToolInfo) -> bool| {
-            set.unwrap_or_else(|| listed().is_some_and(|t| of(&t)))
-        };
-        hint(hints.read_only_hint, |t| t.read_only) || hint(hints.idempotent_hint, |t| t.idempotent)
+        // upstream's (believed with `trust_annotations`), which is looked up only when
+        // the operator left a hint to it.
+        let set = config.map(|t| t.annotations).unwrap_or_default();
+        let left = set.read_only_hint.is_none() || set.idempotent_hint.is_none();
+        let listed = (self.trust_annotations && left).then(|| self.catalog.get(tool)).flatten();
+        let read_only = set.read_only_hint.unwrap_or_else(|| listed.as_ref().is_some_and(|t| t.read_only));
+        let idempotent = set.idempotent_hint.unwrap_or_else(|| listed.as_ref().is_some_and(|t| t.idempotent));
+        read_only || idempotent
     }
 
     /// The overall deadline for a request (for `tools/call`, when no progress arrives).

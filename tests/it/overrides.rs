@@ -100,6 +100,26 @@ async fn the_caller_is_a_fixed_argument_and_a_call_without_a_caller_is_refused()
     assert!(message.contains("needs an authenticated caller"), "{message}");
 }
 
+/// An operator's `idempotentHint: true` makes failed calls of a renamed tool retried, as
+/// `idempotent: true` does; the retries count under the upstream's tool name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_hint_override_makes_calls_retried() {
+    let demo = DemoUpstream::start(true, &[]).await;
+    let tools = "      flaky:\n        name: sometimes\n        annotations: { idempotentHint: true }\n";
+    let retry = "defaults:\n  retry: { max_attempts: 3, base_delay: 10ms, max_delay: 50ms }\n";
+    let seawall = Seawall::start(&config(&demo.url, tools, retry)).await;
+    let c = Client::connect(&seawall.url, json!({})).await;
+    let listed = c.request(1, "tools/list", json!({})).await;
+    let hinted = listed.result()["tools"].as_array().unwrap().iter().find(|t| t["name"] == "demo__sometimes").cloned();
+    assert_eq!(hinted.map(|t| t["annotations"]["idempotentHint"].clone()), Some(json!(true)), "{}", listed.raw);
+    let retried = c.call_tool(2, "demo__sometimes", json!({"key": "b", "fail_first": 2, "mode": "http_503"})).await;
+    assert_eq!(text_of(&retried), "ok after 2 failures", "{retried}");
+    assert_eq!(demo.calls("flaky"), 3);
+    let metrics = seawall.metrics().await;
+    let line = r#"seawall_requests_total{upstream="demo",method="tools/call",tool="flaky",outcome="ok"} 1"#;
+    assert!(metrics.lines().any(|l| l == line), "no {line} in\n{metrics}");
+}
+
 /// A reload that changes what clients see of a tool tells the sessions their tools
 /// changed, and the next list shows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
