@@ -20,7 +20,9 @@
 //! through a reload that does not touch its upstream; a changed breaker setting applies
 //! to the breakers as they are. Sessions that reach an added, removed or changed upstream
 //! hear `notifications/tools/list_changed`, and so do those that reach an upstream whose
-//! tools clients now see otherwise (`tools.<name>`: name, description, hidden, …).
+//! tools clients now see otherwise (`tools.<name>`: name, description, hidden, …); those
+//! whose prompts they see otherwise (`prompts.<name>`) hear
+//! `notifications/prompts/list_changed`.
 //!
 //! Changing `listen` or `admin_listen` refuses the reload (a restart is needed). The
 //! sections the process is built around (`admin`, `shutdown`, `session`, `limits`,
@@ -39,7 +41,7 @@ use tokio::sync::mpsc;
 use super::upstreams::{connect_to, stop_shared, upstream_handle};
 use super::{ClientLayers, ClientParts, routing};
 use crate::client::CacheLayer;
-use crate::config::{Config, ToolConfig, UpstreamConfig};
+use crate::config::{Config, PromptConfig, ToolConfig, UpstreamConfig};
 use crate::control::{Reloaded, Reloads, Trigger};
 use crate::gateway::Gateway;
 use crate::policy::auth::Authenticator;
@@ -169,6 +171,8 @@ impl Reloader {
         let plan = Plan::new(&old, &config, &old_upstreams);
         let reshaped: Vec<Arc<str>> =
             plan.reconfigured.iter().filter(|n| tools_seen(&old, n) != tools_seen(&config, n)).cloned().collect();
+        let prompts_reshaped: Vec<Arc<str>> =
+            plan.reconfigured.iter().filter(|n| prompts_seen(&old, n) != prompts_seen(&config, n)).cloned().collect();
         let upstreams = self.build(&config, &old_upstreams, &plan)?;
         let layers = match self.layers_for(&config, &old, &plan) {
             Ok(layers) => layers,
@@ -223,6 +227,9 @@ impl Reloader {
         self.retire(retired, &plan.removed).await;
         for name in plan.added.iter().chain(&plan.removed).chain(&plan.reconnected).chain(&reshaped) {
             self.gateway.announce_tools_changed(name);
+        }
+        for name in &prompts_reshaped {
+            self.gateway.announce_prompts_changed(name);
         }
         done.added = plan.added.iter().map(|n| n.to_string()).collect();
         done.removed = plan.removed.iter().map(|n| n.to_string()).collect();
@@ -386,6 +393,7 @@ fn way_to(config: &Config, up: &UpstreamConfig) -> (UpstreamConfig, Duration, us
         concurrency: None,
         trust_annotations: false,
         tools: Default::default(),
+        prompts: Default::default(),
         errors: Default::default(),
         // What the process is given of the environment decides how it runs.
         inherit_env: config.defaults.inherit_env.iter().chain(&up.inherit_env).cloned().collect(),
@@ -404,6 +412,7 @@ fn policy_of(config: &Config, up: &UpstreamConfig) -> impl PartialEq {
         up.concurrency(&config.defaults.concurrency),
         up.trust_annotations,
         up.tools.clone(),
+        up.prompts.clone(),
         up.sanitize(&config.errors),
         config.name_separator.clone(),
     )
@@ -417,6 +426,11 @@ fn tools_seen(config: &Config, name: &str) -> Vec<(String, ToolConfig)> {
         .filter(|(_, tool)| tool.shapes())
         .map(|(key, tool)| (key.clone(), ToolConfig { idempotent: false, timeout: None, ..tool.clone() }))
         .collect()
+}
+
+/// The prompt overrides of the upstream `name` in `config`.
+fn prompts_seen<'a>(config: &'a Config, name: &str) -> Option<&'a std::collections::BTreeMap<String, PromptConfig>> {
+    config.upstreams.iter().find(|up| up.name == name).map(|up| &up.prompts)
 }
 
 /// Refuses a change of the listeners' addresses, which needs a restart.

@@ -1,12 +1,12 @@
-//! An upstream's tools as its clients see them, when the operator overrides some
-//! (`upstreams[].tools.<name>`): another name, title, description or annotations, hidden,
-//! and arguments the gateway sets itself.
+//! An upstream's tools and prompts as its clients see them, when the operator overrides
+//! some (`upstreams[].tools.<name>`, `upstreams[].prompts.<name>`): another name, title,
+//! description or annotations, hidden, and arguments the gateway sets itself.
 //!
-//! The upstream's `tools/list` pages are reshaped on their way to the client (once per
-//! distinct page, then found by its bytes), and each call of an overridden tool is turned
-//! back into a call of the upstream's tool with the gateway's arguments in it. An upstream
-//! without overrides has no [`ToolOverrides`] at all, so its lists and calls pass as they
-//! did.
+//! The upstream's `tools/list` and `prompts/list` pages are reshaped on their way to the
+//! client (once per distinct page, then found by its bytes), and each call of an
+//! overridden tool is turned back into a call of the upstream's tool with the gateway's
+//! arguments in it (a prompt's, into the upstream's name). An upstream without overrides
+//! has no [`Overrides`] at all, so its lists and calls pass as they did.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,25 +16,27 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::pages::PageMemo;
-use crate::config::{ArgumentSource, ToolConfig};
+use crate::config::{ArgumentSource, PromptConfig, ToolConfig};
 use crate::hashing::Map as HashMap;
 use crate::identity::Principal;
 
-/// The overridden tools of one upstream.
-pub(crate) struct ToolOverrides {
+/// The overridden tools, or the overridden prompts, of one upstream.
+pub(crate) struct Overrides {
     /// Its upstream's name, for the log.
     upstream: Arc<str>,
+    /// The list's array (`tools` or `prompts`).
+    kind: &'static str,
     /// By the tool's name on the upstream.
-    by_upstream: HashMap<Arc<str>, Arc<ToolOverride>>,
+    by_upstream: HashMap<Arc<str>, Arc<Override>>,
     /// By the name clients call it by (hidden tools are not here).
-    by_client: HashMap<Arc<str>, Arc<ToolOverride>>,
+    by_client: HashMap<Arc<str>, Arc<Override>>,
     /// `tools/list` pages reshaped, by the upstream's page.
     pages: PageMemo<Box<RawValue>>,
 }
 
-/// What clients see of one tool, and what the gateway adds to its calls.
-pub(crate) struct ToolOverride {
-    /// The tool's name on the upstream.
+/// What clients see of one tool or prompt, and what the gateway adds to a tool's calls.
+pub(crate) struct Override {
+    /// Its name on the upstream.
     pub(crate) upstream: Arc<str>,
     /// The name clients see (unprefixed).
     pub(crate) client: Arc<str>,
@@ -62,7 +64,7 @@ pub(crate) enum Resolved<'a> {
     /// A tool seawall does not override: called under the client's name.
     Plain,
     /// An overridden tool.
-    Shaped(&'a Arc<ToolOverride>),
+    Shaped(&'a Arc<Override>),
     /// A hidden tool, or the upstream's own name of a renamed one: unknown to clients.
     Unknown,
 }
@@ -91,34 +93,46 @@ impl ArgumentRefusal {
     }
 }
 
-impl std::fmt::Debug for ToolOverrides {
+impl std::fmt::Debug for Overrides {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut tools: Vec<_> = self.by_upstream.keys().collect();
         tools.sort();
-        f.debug_struct("ToolOverrides").field("tools", &tools).finish()
+        f.debug_struct("Overrides").field("tools", &tools).finish()
     }
 }
 
-impl ToolOverrides {
+impl Overrides {
     /// The overrides among `tools` of the upstream `upstream`; `None` when none changes
     /// what clients see. Environment values are read here.
-    pub(crate) fn new(upstream: &str, tools: &BTreeMap<String, ToolConfig>) -> Option<ToolOverrides> {
+    pub(crate) fn tools(upstream: &str, tools: &BTreeMap<String, ToolConfig>) -> Option<Overrides> {
+        let shaped = tools.iter().filter(|(_, c)| c.shapes()).map(|(name, c)| Override::tool(name, c));
+        Overrides::new(upstream, "tools", shaped)
+    }
+
+    /// The overrides among `prompts` of the upstream `upstream`; `None` when there are none.
+    pub(crate) fn prompts(upstream: &str, prompts: &BTreeMap<String, PromptConfig>) -> Option<Overrides> {
+        let shaped =
+            prompts.iter().filter(|(_, c)| **c != PromptConfig::default()).map(|(name, c)| Override::prompt(name, c));
+        Overrides::new(upstream, "prompts", shaped)
+    }
+
+    fn new(upstream: &str, kind: &'static str, shaped: impl Iterator<Item = Override>) -> Option<Overrides> {
         let mut by_upstream = HashMap::default();
         let mut by_client = HashMap::default();
-        for (name, config) in tools.iter().filter(|(_, c)| c.shapes()) {
-            let tool = Arc::new(ToolOverride::new(name, config));
-            if !tool.hidden {
-                by_client.insert(Arc::clone(&tool.client), Arc::clone(&tool));
+        for entry in shaped {
+            let entry = Arc::new(entry);
+            if !entry.hidden {
+                by_client.insert(Arc::clone(&entry.client), Arc::clone(&entry));
             }
-            by_upstream.insert(Arc::clone(&tool.upstream), tool);
+            by_upstream.insert(Arc::clone(&entry.upstream), entry);
         }
         if by_upstream.is_empty() {
             return None;
         }
-        Some(ToolOverrides { upstream: Arc::from(upstream), by_upstream, by_client, pages: PageMemo::default() })
+        Some(Overrides { upstream: Arc::from(upstream), kind, by_upstream, by_client, pages: PageMemo::default() })
     }
 
-    /// The tool a client's call of `name` reaches.
+    /// The tool (or prompt) a client's request for `name` reaches.
     pub(crate) fn resolve(&self, name: &str) -> Resolved<'_> {
         if let Some(tool) = self.by_client.get(name) {
             return Resolved::Shaped(tool);
@@ -129,9 +143,9 @@ impl ToolOverrides {
         Resolved::Plain
     }
 
-    /// A `tools/list` page of the upstream as clients see it: hidden tools left out,
-    /// overridden ones reshaped, and a tool the upstream lists under a name another tool
-    /// is now seen by left out too (calls of that name reach the other).
+    /// A `tools/list` (or `prompts/list`) page of the upstream as clients see it: hidden
+    /// entries left out, overridden ones reshaped, and one the upstream lists under a
+    /// name another is now seen by left out too (requests for that name reach the other).
     pub(crate) fn list(&self, page: Box<RawValue>) -> Box<RawValue> {
         if let Some(shaped) = self.pages.get(page.get()) {
             return shaped.as_ref().clone();
@@ -143,23 +157,24 @@ impl ToolOverrides {
 
     fn reshape(&self, page: &RawValue) -> Option<Box<RawValue>> {
         let mut page: Map<String, Value> = serde_json::from_str(page.get()).ok()?;
-        let Some(Value::Array(tools)) = page.get_mut("tools") else { return None };
-        tools.retain_mut(|tool| {
-            let Some(Value::String(name)) = tool.get("name") else { return true };
+        let Some(Value::Array(entries)) = page.get_mut(self.kind) else { return None };
+        entries.retain_mut(|entry| {
+            let Some(Value::String(name)) = entry.get("name") else { return true };
             match self.by_upstream.get(name.as_str()) {
                 Some(shape) if shape.hidden => false,
                 Some(shape) => {
-                    if let Value::Object(tool) = tool {
-                        shape.reshape(&self.upstream, tool);
+                    if let Value::Object(entry) = entry {
+                        shape.reshape(&self.upstream, entry);
                     }
                     true
                 }
                 None if self.by_client.contains_key(name.as_str()) => {
                     tracing::warn!(
                         upstream = %self.upstream,
-                        tool = %name,
-                        "the upstream lists a tool under a name an override gives another of its tools: \
-                         clients see and call the other"
+                        name = %name,
+                        list = self.kind,
+                        "the upstream lists an entry under a name an override gives another of its entries: \
+                         clients see and reach the other"
                     );
                     false
                 }
@@ -170,8 +185,22 @@ impl ToolOverrides {
     }
 }
 
-impl ToolOverride {
-    fn new(name: &str, config: &ToolConfig) -> ToolOverride {
+impl Override {
+    fn prompt(name: &str, config: &PromptConfig) -> Override {
+        Override {
+            upstream: Arc::from(name),
+            client: Arc::from(config.name.as_deref().unwrap_or(name)),
+            title: None,
+            description: config.description.clone(),
+            annotations: Vec::new(),
+            hidden: config.hidden,
+            fixed: Vec::new(),
+            defaults: Vec::new(),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    fn tool(name: &str, config: &ToolConfig) -> Override {
         let mut fixed = Vec::new();
         let mut defaults = Vec::new();
         for (arg, config) in &config.arguments {
@@ -191,7 +220,7 @@ impl ToolOverride {
             };
             fixed.push((arg.clone(), value));
         }
-        ToolOverride {
+        Override {
             upstream: Arc::from(name),
             client: Arc::from(config.name.as_deref().unwrap_or(name)),
             title: config.title.clone(),
@@ -209,7 +238,7 @@ impl ToolOverride {
         self.fixed.is_empty() && self.defaults.is_empty()
     }
 
-    /// One entry of a `tools/list` page as clients see it.
+    /// One entry of a `tools/list` or `prompts/list` page as clients see it.
     fn reshape(&self, upstream: &str, tool: &mut Map<String, Value>) {
         tool.insert("name".into(), Value::String(self.client.to_string()));
         if let Some(title) = &self.title {
@@ -333,12 +362,12 @@ mod tests {
 
     use super::*;
 
-    fn overrides(yaml: &str) -> ToolOverrides {
+    fn overrides(yaml: &str) -> Overrides {
         let tools: BTreeMap<String, ToolConfig> = yaml_serde::from_str(yaml).unwrap();
-        ToolOverrides::new("demo", &tools).unwrap()
+        Overrides::tools("demo", &tools).unwrap()
     }
 
-    fn listed(o: &ToolOverrides, page: Value) -> Value {
+    fn listed(o: &Overrides, page: Value) -> Value {
         let shaped = o.list(serde_json::value::to_raw_value(&page).unwrap());
         serde_json::from_str(shaped.get()).unwrap()
     }
@@ -396,7 +425,7 @@ sleep: { timeout: 5s }
         assert!(matches!(o.resolve("sleep"), Resolved::Plain), "a timeout alone shapes nothing");
         assert!(matches!(o.resolve("other"), Resolved::Plain));
         let only_timeouts: BTreeMap<String, ToolConfig> = yaml_serde::from_str("sleep: { timeout: 5s }").unwrap();
-        assert!(ToolOverrides::new("demo", &only_timeouts).is_none(), "nothing to look up on the call path");
+        assert!(Overrides::tools("demo", &only_timeouts).is_none(), "nothing to look up on the call path");
     }
 
     #[test]
@@ -420,6 +449,22 @@ sleep: { timeout: 5s }
         assert!(refused.to_string().contains("claim 'team'"), "{refused}");
         principal.claims.insert("team".into(), json!(["a", "b"]));
         assert_eq!(echo.arguments("echo", Some(&principal), None), Ok(json!({"message": "ci", "team": ["a", "b"]})));
+    }
+
+    #[test]
+    fn prompts_are_renamed_described_and_hidden() {
+        let prompts: BTreeMap<String, PromptConfig> =
+            yaml_serde::from_str("greet: { name: hello, description: Says hello. }\nsecret: { hidden: true }").unwrap();
+        let o = Overrides::prompts("demo", &prompts).unwrap();
+        let page = json!({"prompts": [{"name": "greet", "arguments": [{"name": "who"}]}, {"name": "secret"}, {"name": "other"}]});
+        assert_eq!(
+            listed(&o, page),
+            json!({"prompts": [{"name": "hello", "description": "Says hello.", "arguments": [{"name": "who"}]}, {"name": "other"}]})
+        );
+        assert!(matches!(o.resolve("hello"), Resolved::Shaped(p) if &*p.upstream == "greet"));
+        assert!(matches!(o.resolve("greet"), Resolved::Unknown));
+        assert!(matches!(o.resolve("secret"), Resolved::Unknown));
+        assert!(Overrides::prompts("demo", &BTreeMap::new()).is_none());
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod include;
 mod locate;
 mod mcp_servers;
 mod operations;
+mod prompts;
 mod rate_limit;
 mod resilience;
 mod schema;
@@ -45,6 +46,7 @@ pub use breaker_sharing::BreakerSharingConfig;
 pub use error::{ConfigError, ConfigIssue};
 pub use mcp_servers::{Imported, McpServers, McpServersFormat, import, parse_mcp_servers, read_mcp_servers};
 pub use operations::{AdminConfig, ShutdownConfig};
+pub use prompts::PromptConfig;
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,

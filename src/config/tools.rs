@@ -37,7 +37,8 @@ pub struct ToolConfig {
     /// The name clients see and call the tool by (on `/mcp` prefixed as
     /// `<upstream><name_separator><name>`); the upstream's own name is then unknown to
     /// clients. 1 to 128 letters, digits, `_`, `-` and `.`, and no other tool of the
-    /// upstream configured here may be seen under it. Default: the upstream's name.
+    /// upstream configured here may be seen under it (one the upstream lists under it is
+    /// left out of lists). Default: the upstream's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Replaces the tool's `title`. Default: the upstream's.
@@ -76,12 +77,6 @@ impl ToolConfig {
             || !self.annotations.is_empty()
             || self.hidden
             || !self.arguments.is_empty()
-    }
-
-    /// The name clients call the tool by when it is configured under `key`; `None` when
-    /// it is hidden.
-    pub(crate) fn client_name<'a>(&'a self, key: &'a str) -> Option<&'a str> {
-        (!self.hidden).then(|| self.name.as_deref().unwrap_or(key))
     }
 }
 
@@ -188,24 +183,59 @@ pub enum PrincipalField {
     Name,
 }
 
-/// Most characters of a tool name (MCP's tool-name guidance).
-const MAX_TOOL_NAME: usize = 128;
+/// Most characters of a name clients see (MCP's tool-name guidance).
+const MAX_NAME: usize = 128;
 
-/// Whether `name` is a tool name as MCP advises: 1 to 128 of `A-Z a-z 0-9 _ - .`.
-fn check_tool_name(name: &str) -> Result<(), String> {
-    let valid = (1..=MAX_TOOL_NAME).contains(&name.len())
+/// Whether `name` is a name as MCP advises for tools: 1 to 128 of `A-Z a-z 0-9 _ - .`.
+fn check_name(name: &str) -> Result<(), String> {
+    let valid = (1..=MAX_NAME).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
     if valid {
         return Ok(());
     }
-    Err(format!("invalid tool name {name:?}: use 1 to {MAX_TOOL_NAME} letters, digits, `_`, `-` and `.`"))
+    Err(format!("invalid name {name:?}: use 1 to {MAX_NAME} letters, digits, `_`, `-` and `.`"))
+}
+
+/// One entry of `tools` or `prompts` as the name check reads it: its key, its `name`
+/// and whether it is hidden.
+pub(super) struct Seen<'a> {
+    pub(super) key: &'a str,
+    pub(super) name: Option<&'a str>,
+    pub(super) hidden: bool,
+}
+
+/// Checks the names clients see of the entries of `kind` (`tools` or `prompts`) of the
+/// upstream at `upstream`: each valid, and each the name of one entry only. A clash is
+/// reported at the `name` that makes it.
+pub(super) fn check_seen_names(upstream: &FieldPath, kind: &str, entries: Vec<Seen<'_>>, out: &mut Vec<Problem>) {
+    let at = upstream.key(kind);
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    // The entries seen under their own keys first, so that a clash lands on a `name`.
+    let (own, renamed): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| e.name.is_none());
+    for entry in own.into_iter().chain(renamed) {
+        let here = at.key(entry.key);
+        if let Some(name) = entry.name
+            && let Err(why) = check_name(name)
+        {
+            out.push(Problem::new(here.key("name"), why));
+            continue;
+        }
+        if entry.hidden {
+            continue;
+        }
+        let seen_as = entry.name.unwrap_or(entry.key);
+        if let Some(other) = seen.insert(seen_as, entry.key) {
+            let field = if entry.name.is_some() { here.key("name") } else { here };
+            let why = format!("clients would see two {kind} named {seen_as:?}: this one and {kind}.{other}");
+            out.push(Problem::new(field, why));
+        }
+    }
 }
 
 /// Checks the `tools` of the upstream at `at`: each argument has one source, and the
-/// names clients see are valid and each the name of one tool only (a clash is reported
-/// at the `name` that makes it).
-pub(crate) fn check_tools(at: &FieldPath, tools: &BTreeMap<String, ToolConfig>, out: &mut Vec<Problem>) {
-    let at = at.key("tools");
+/// names clients see are valid and each the name of one tool only.
+pub(crate) fn check_tools(upstream: &FieldPath, tools: &BTreeMap<String, ToolConfig>, out: &mut Vec<Problem>) {
+    let at = upstream.key("tools");
     for (key, tool) in tools {
         for (arg, config) in &tool.arguments {
             if config.source().is_none() {
@@ -214,24 +244,8 @@ pub(crate) fn check_tools(at: &FieldPath, tools: &BTreeMap<String, ToolConfig>, 
             }
         }
     }
-    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-    // The tools seen under their own names first, so that a clash lands on a `name`.
-    let (own, renamed): (Vec<_>, Vec<_>) = tools.iter().partition(|(_, tool)| tool.name.is_none());
-    for (key, tool) in own.into_iter().chain(renamed) {
-        let here = at.key(key);
-        if let Some(name) = &tool.name
-            && let Err(why) = check_tool_name(name)
-        {
-            out.push(Problem::new(here.key("name"), why));
-            continue;
-        }
-        let Some(seen_as) = tool.client_name(key) else { continue };
-        if let Some(other) = seen.insert(seen_as, key) {
-            let field = if tool.name.is_some() { here.key("name") } else { here };
-            let why = format!("clients would see two tools named {seen_as:?}: this one and tools.{other}");
-            out.push(Problem::new(field, why));
-        }
-    }
+    let entries = tools.iter().map(|(key, t)| Seen { key, name: t.name.as_deref(), hidden: t.hidden }).collect();
+    check_seen_names(upstream, "tools", entries, out);
 }
 
 /// The `env` sources of fixed arguments, each with its field path, for the check that

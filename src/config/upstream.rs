@@ -8,6 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::prompts::PromptConfig;
 use super::resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, RetryConfig,
     RetryOverrides, SanitizeLevel, UpstreamErrorsConfig,
@@ -268,6 +269,10 @@ pub struct UpstreamConfig {
     /// the gateway sets). Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Per-prompt settings, by the prompt's name on the upstream: what clients see of it
+    /// (name, description, hidden). Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: BTreeMap<String, PromptConfig>,
     /// Per-upstream error settings (`sanitize`, overriding `errors.sanitize`). Default:
     /// none.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -322,6 +327,7 @@ impl Default for UpstreamConfig {
             concurrency: None,
             trust_annotations: false,
             tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
             errors: UpstreamErrorsConfig::default(),
         }
     }

@@ -264,6 +264,7 @@ fn check_upstream(
         }
     }
     super::tools::check_tools(at, &upstream.tools, out);
+    super::prompts::check_prompts(at, &upstream.prompts, out);
 }
 
 /// Checks the resilience sections under `defaults`.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, ArgumentViolation, CallTrace, Clock, EventSink, GatewayError, UpstreamCall};
-use crate::catalog::overrides::{Resolved, ToolOverrides};
+use crate::catalog::overrides::{Overrides, Resolved};
 use crate::client::{ClientRequest, FromUpstream, Routed};
 use crate::jsonrpc;
 use crate::mcp::{meta, method, modern};
@@ -59,7 +59,7 @@ struct ShapedCall {
 /// arguments the gateway sets.
 fn shape_call(
     ctx: &ClientRequest,
-    overrides: &ToolOverrides,
+    overrides: &Overrides,
     name: &str,
     client: &str,
     sent: Option<&Value>,
@@ -138,6 +138,13 @@ impl Router {
         params: Option<Box<RawValue>>,
         call: Option<(Arc<str>, Option<Arc<serde_json::Value>>)>,
     ) -> Result<Routed, GatewayError> {
+        // A prompt the operator renamed or hid (only an upstream with such overrides looks).
+        let params = match &handle.policy.prompt_overrides {
+            Some(overrides) if method == method::PROMPTS_GET || method == method::COMPLETION_COMPLETE => {
+                self.shape_prompt_request(ctx, handle, overrides, method, params.as_deref())?.or(params)
+            }
+            _ => params,
+        };
         // The tool as the client named it (unprefixed), and the arguments it sent.
         let (named, sent): (Option<Arc<str>>, _) = match call {
             Some((name, arguments)) => (Some(name), arguments),
@@ -145,7 +152,7 @@ impl Router {
         };
         let client_tool = named.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
         // Only an upstream with overrides looks the tool up among them.
-        let shaped = match (&handle.policy.overrides, named.as_deref(), client_tool.as_deref()) {
+        let shaped = match (&handle.policy.tool_overrides, named.as_deref(), client_tool.as_deref()) {
             (Some(overrides), Some(name), Some(client)) => {
                 shape_call(ctx, overrides, name, client, sent.as_deref(), params.as_deref())?
             }
@@ -197,6 +204,43 @@ impl Router {
         })))
     }
 
+    /// A `prompts/get`, or a `completion/complete` for a prompt, under `overrides`: the
+    /// params with the upstream's name of an overridden prompt (`None`: as they are), or
+    /// an unknown prompt for a hidden one or the upstream's own name of a renamed one.
+    fn shape_prompt_request(
+        &self,
+        ctx: &ClientRequest,
+        handle: &UpstreamHandle,
+        overrides: &Overrides,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Option<Box<RawValue>>, GatewayError> {
+        let Some(mut map) = meta::params_object(params) else { return Ok(None) };
+        let name = if method == method::PROMPTS_GET {
+            map.get_mut("name")
+        } else {
+            match map.get_mut("ref") {
+                Some(Value::Object(reference))
+                    if reference.get("type").and_then(Value::as_str) == Some("ref/prompt") =>
+                {
+                    reference.get_mut("name")
+                }
+                _ => None,
+            }
+        };
+        let Some(Value::String(name)) = name else { return Ok(None) };
+        match overrides.resolve(name) {
+            Resolved::Plain => Ok(None),
+            Resolved::Unknown => {
+                Err(GatewayError::UnknownPrompt(self.client_name(&ctx.session.scope, &handle.name, name)))
+            }
+            Resolved::Shaped(prompt) => {
+                *name = prompt.upstream.to_string();
+                Ok(Some(jsonrpc::to_raw(&map)))
+            }
+        }
+    }
+
     /// The arguments of a `tools/call` against the tool's input schema; `Err` refuses
     /// the call before it is sent.
     fn check_arguments(
@@ -223,11 +267,15 @@ impl Router {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
                 handle.policy.catalog.learn(&raw);
                 let listed = self.without_open_tools(handle, raw);
-                Answer::result(match &handle.policy.overrides {
+                Answer::result(match &handle.policy.tool_overrides {
                     Some(overrides) => overrides.list(listed),
                     None => listed,
                 })
             }
+            Answer::Result { raw, .. } if method == method::PROMPTS_LIST => match &handle.policy.prompt_overrides {
+                Some(overrides) => Answer::result(overrides.list(raw)),
+                None => Answer::result(raw),
+            },
             other => other,
         }
     }

@@ -32,7 +32,9 @@ pub(crate) struct UpstreamSettings {
     pub prefixed: crate::catalog::pages::PrefixedLists,
     /// What clients see of its tools where the operator overrides it; `None` (nothing
     /// looked up on the call path) when nothing is overridden.
-    pub overrides: Option<std::sync::Arc<crate::catalog::overrides::ToolOverrides>>,
+    pub tool_overrides: Option<std::sync::Arc<crate::catalog::overrides::Overrides>>,
+    /// The same for its prompts.
+    pub prompt_overrides: Option<std::sync::Arc<crate::catalog::overrides::Overrides>>,
 }
 
 /// Methods that are safe to send twice.
@@ -109,7 +111,8 @@ mod tests {
             tools,
             catalog: Default::default(),
             prefixed: Default::default(),
-            overrides: None,
+            tool_overrides: None,
+            prompt_overrides: None,
         }
     }
 

@@ -62,7 +62,8 @@ async fn sdk_clients_see_the_overridden_tools_and_call_them_with_the_gateways_ar
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_environment_value_is_sent_and_metrics_keep_the_upstreams_name() {
     let demo = DemoUpstream::start(false, &[]).await;
-    let tools = "      echo:\n        name: region\n        arguments:\n          message: { env: SEAWALL_TEST_REGION }\n";
+    let tools =
+        "      echo:\n        name: region\n        arguments:\n          message: { env: SEAWALL_TEST_REGION }\n";
     let yaml = config(&demo.url, tools, "");
     let seawall = Seawall::start_with(&yaml, &[], &[("SEAWALL_TEST_REGION", "eu-west-1")]).await;
     let c = Client::connect(&seawall.url, json!({})).await;
@@ -145,6 +146,60 @@ async fn a_reload_that_changes_an_override_announces_list_changed() {
     assert_eq!(description(&c.request(2, "tools/list", json!({})).await), "after");
 }
 
+/// A renamed prompt on both endpoints: listed, got and completed under its new name, its
+/// own name unknown; a reload that hides it tells sessions their prompts changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_are_renamed_and_hidden() {
+    let demo = DemoUpstream::start(false, &[]).await;
+    let yaml = |prompt: &str| {
+        format!(
+            "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nupstreams:\n  - name: demo\n    url: {}\n    prompts:\n      greet: {prompt}\n",
+            demo.url
+        )
+    };
+    let seawall = Seawall::start(&yaml("{ name: hello, description: Greets someone. }")).await;
+    for (url, prefix) in [(seawall.url.clone(), "demo__"), (seawall.upstream_url("demo"), "")] {
+        let c = Client::connect(&url, json!({})).await;
+        let listed = c.request(1, "prompts/list", json!({})).await;
+        let prompts = listed.result()["prompts"].as_array().cloned().unwrap_or_default();
+        assert_eq!(prompts.len(), 1, "{}", listed.raw);
+        assert_eq!(prompts[0]["name"], format!("{prefix}hello"), "{}", listed.raw);
+        assert_eq!(prompts[0]["description"], "Greets someone.", "{}", listed.raw);
+        let got =
+            c.request(2, "prompts/get", json!({"name": format!("{prefix}hello"), "arguments": {"name": "Ada"}})).await;
+        assert_eq!(got.result()["messages"][0]["content"]["text"], "Please greet Ada.", "{}", got.raw);
+        let old =
+            c.request(3, "prompts/get", json!({"name": format!("{prefix}greet"), "arguments": {"name": "Ada"}})).await;
+        assert_eq!(old.error()["code"], -32602, "{}", old.raw);
+        let completion = json!({"ref": {"type": "ref/prompt", "name": format!("{prefix}hello")}, "argument": {"name": "name", "value": ""}});
+        let completed = c.request(4, "completion/complete", completion).await;
+        assert!(
+            completed.result()["completion"]["values"].as_array().is_some_and(|v| !v.is_empty()),
+            "{}",
+            completed.raw
+        );
+    }
+
+    let c = Client::connect(&seawall.url, json!({})).await;
+    let (_, mut stream) = c.open_stream().await;
+    let tmp = seawall.config_path.with_extension("yaml.new");
+    std::fs::write(&tmp, yaml("{ hidden: true }")).unwrap();
+    std::fs::rename(&tmp, &seawall.config_path).unwrap();
+    let reloaded = reqwest::Client::new().post(format!("{}/admin/reload", seawall.admin_url)).send().await.unwrap();
+    assert_eq!(reloaded.status().as_u16(), 200);
+    let heard = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(message) = stream.recv().await {
+            if message["method"] == "notifications/prompts/list_changed" {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "the session hears its prompts changed");
+    let listed = c.request(5, "prompts/list", json!({})).await;
+    assert_eq!(listed.result()["prompts"], json!([]), "{}", listed.raw);
+}
+
 /// `check-config` reports a name clients would see twice and an unset environment
 /// variable, each with its file and line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,8 +213,12 @@ async fn check_config_reports_clashing_names_and_unset_variables_by_line() {
     assert!(!out.status.success(), "accepted:\n{}", out.stdout);
     let f = file.display();
     for want in [
-        format!("{f}:7: upstreams[0].tools.add.name: clients would see two tools named \"echo\": this one and tools.echo"),
-        format!("{f}:11: upstreams[0].tools.log.arguments.level.env: environment variable SEAWALL_TEST_UNSET_VARIABLE is not set"),
+        format!(
+            "{f}:7: upstreams[0].tools.add.name: clients would see two tools named \"echo\": this one and tools.echo"
+        ),
+        format!(
+            "{f}:11: upstreams[0].tools.log.arguments.level.env: environment variable SEAWALL_TEST_UNSET_VARIABLE is not set"
+        ),
     ] {
         assert!(out.stderr.lines().any(|l| l == want), "no {want:?} in\n{}", out.stderr);
     }

@@ -1,4 +1,5 @@
-//! `upstreams[].tools.<name>`: what clients see of a tool, reported by line.
+//! `upstreams[].tools.<name>` and `upstreams[].prompts.<name>`: what clients see of a
+//! tool or prompt, reported by line.
 
 use super::{assert_issue, issues, ok};
 
@@ -24,11 +25,11 @@ fn overrides_of_what_clients_see_load() {
     ]);
     let add = &config.upstreams[0].tools["add"];
     assert!(add.shapes());
-    assert_eq!(add.client_name("add"), Some("plus"));
+    assert_eq!(add.name.as_deref(), Some("plus"));
     assert_eq!(add.annotations.read_only_hint, Some(true));
     assert_eq!(add.arguments.len(), 5);
     assert!(add.arguments.values().all(|a| a.source().is_some()));
-    assert_eq!(config.upstreams[0].tools["fail"].client_name("fail"), None);
+    assert!(config.upstreams[0].tools["fail"].hidden);
 }
 
 #[test]
@@ -48,7 +49,7 @@ fn a_name_clients_would_see_twice_or_an_invalid_one_is_reported_at_the_name() {
     ]);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert_issue(&found[0], 5, "upstreams[0].tools.add.name", "clients would see two tools named \"echo\"");
-    assert_issue(&found[1], 7, "upstreams[0].tools.big.name", "invalid tool name \"has space\"");
+    assert_issue(&found[1], 7, "upstreams[0].tools.big.name", "invalid name \"has space\"");
 }
 
 #[test]
@@ -70,4 +71,22 @@ fn an_argument_needs_one_source_and_a_set_environment_variable() {
     assert_issue(&found[1], 8, "upstreams[0].tools.add.arguments.b", "exactly one of");
     assert_issue(&found[2], 9, "upstreams[0].tools.add.arguments.c.env", "environment variable NOPE is not set");
     assert_issue(&found[3], 10, "upstreams[0].tools.add.arguments.d.principal", "unknown variant `email`");
+}
+
+#[test]
+fn prompt_names_clients_would_see_twice_are_reported() {
+    let found = issues(&[
+        "upstreams:",
+        "  - name: demo",
+        "    command: x",
+        "    prompts:",
+        "      greet: { name: hello, description: Says hello. }",
+        "      hello: { description: Another. }",
+        "      other: { name: 'a b' }",
+        "      old: { hidden: true, size: 3 }",
+    ]);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert_issue(&found[0], 5, "upstreams[0].prompts.greet.name", "clients would see two prompts named \"hello\"");
+    assert_issue(&found[1], 7, "upstreams[0].prompts.other.name", "invalid name \"a b\"");
+    assert_issue(&found[2], 8, "upstreams[0].prompts.old", "unknown field `size`");
 }
