@@ -16,25 +16,26 @@ use crate::mcp::{meta, method, modern};
 use crate::telemetry::metrics;
 use crate::upstream::registry::UpstreamHandle;
 
-/// The `Mcp-Param-*` headers of a `tools/call` towards the upstream: the arguments the
-/// tool's schema annotates with `x-mcp-header`, mirrored, and a modern client's
-/// undeclared `Mcp-Param-*` headers, forwarded. A modern client's declared ones must
-/// match its arguments (`Err`: the -32020 message).
+/// The `Mcp-Param-*` headers of a `tools/call` towards the upstream: the `arguments` it
+/// is sent that the tool's schema annotates with `x-mcp-header`, mirrored, and a modern
+/// client's undeclared `Mcp-Param-*` headers, forwarded. A modern client's declared ones
+/// must match the arguments it `sent` (`Err`: the -32020 message); those the gateway
+/// sets are not the client's to declare.
 fn param_headers(
     ctx: &ClientRequest,
     info: Option<&crate::catalog::ToolInfo>,
+    sent: Option<&serde_json::Value>,
     arguments: Option<&serde_json::Value>,
 ) -> Result<Vec<(String, String)>, String> {
     // Only a schema that marks arguments is walked for them.
     let schema = info.filter(|i| i.mirrors_headers).and_then(|i| i.input_schema.as_deref());
     let empty = json!({});
-    let arguments = arguments.unwrap_or(&empty);
-    let mut out = schema.map(|s| modern::param_headers(s, arguments)).unwrap_or_default();
-    if let Some(sent) = &ctx.param_headers {
+    let mut out = schema.map(|s| modern::param_headers(s, arguments.unwrap_or(&empty))).unwrap_or_default();
+    if let Some(declared) = &ctx.param_headers {
         if let Some(schema) = schema {
-            modern::check_param_headers(schema, arguments, sent)?;
+            modern::check_param_headers(schema, sent.unwrap_or(&empty), declared)?;
         }
-        for (name, value) in sent.iter() {
+        for (name, value) in declared.iter() {
             if !out.iter().any(|(n, _)| n == name) {
                 out.push((name.clone(), value.clone()));
             }
@@ -175,7 +176,7 @@ impl Router {
                 timer.finish("refused");
                 return Err(refused);
             }
-            match param_headers(ctx, info.as_deref(), arguments) {
+            match param_headers(ctx, info.as_deref(), sent.as_deref(), arguments) {
                 Ok(mirrored) => headers = mirrored,
                 Err(why) => {
                     timer.finish("refused");

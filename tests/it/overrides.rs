@@ -37,7 +37,8 @@ const SHAPED: &str = "      add:
 ";
 
 /// The official Python and TypeScript SDK clients, on the aggregate endpoint (names
-/// prefixed) and on `/mcp/demo`, see the overridden tools and call them.
+/// prefixed) and on `/mcp/demo`, see the overridden tools and call them; so does the
+/// Python client in the modern era.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_clients_see_the_overridden_tools_and_call_them_with_the_gateways_arguments() {
     let interop = Interop::from_env();
@@ -55,6 +56,12 @@ async fn sdk_clients_see_the_overridden_tools_and_call_them_with_the_gateways_ar
             .await
             .assert_success(&format!("TypeScript SDK client (tests/interop/ts/overrides_test.mjs) at {url}"));
     }
+    // The modern era (2026-07-28, stateless) reaches the same catalog.
+    let cmd =
+        interop.python_command([python.as_os_str(), seawall.url.as_ref(), "--mode".as_ref(), "2026-07-28".as_ref()]);
+    run_script("python overrides (modern)", cmd, SCRIPT_TIMEOUT)
+        .await
+        .assert_success("python SDK client (tests/interop/python/overrides_test.py) in mode 2026-07-28");
 }
 
 /// A fixed argument from seawall's environment reaches the upstream; the metric keeps

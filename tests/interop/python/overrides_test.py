@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Interop check: the official MCP Python SDK client sees the tools seawall reshapes.
 
-    overrides_test.py URL [--upstream demo] [--timeout SECS]
+    overrides_test.py URL [--upstream demo] [--mode legacy|auto|2026-07-28] [--timeout SECS]
 
 URL is a seawall endpoint in front of seawall's demo upstream configured as
 tests/it/overrides.rs configures it: `add` shown as `plus_forty` (title, description,
 `idempotentHint`, its argument `b` fixed at 40), `echo` as `say` (its `message` defaulting
 to "nothing to say"), `fail` hidden. `--upstream demo` expects the names prefixed
 `demo__` (the aggregate endpoint); `--upstream ""` expects them bare (`/mcp/demo`).
+`--mode` is the client's era, as in client_test.py.
 
 Prints one `ok   <check>` line per passed check and exits 0; on the first failure prints
 `FAIL <check>: <why>` to stderr and exits 1.
@@ -38,7 +39,7 @@ def need(cond: bool, why: str) -> None:
         raise CheckFailed(why)
 
 
-async def run(url: str, upstream: str) -> int:
+async def run(url: str, upstream: str, mode: str) -> int:
     name = (lambda n: f"{upstream}__{n}") if upstream else (lambda n: n)
     passed = 0
 
@@ -51,7 +52,7 @@ async def run(url: str, upstream: str) -> int:
         passed += 1
         print(f"ok   {what} ({detail})", flush=True)
 
-    async with Client(url, read_timeout_seconds=20) as client:
+    async with Client(url, mode=mode, read_timeout_seconds=20) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
 
         async def listed() -> str:
@@ -111,12 +112,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("url")
     ap.add_argument("--upstream", default="demo")
+    ap.add_argument("--mode", default="legacy")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
 
     async def bounded() -> int:
         with anyio.fail_after(args.timeout):
-            return await run(args.url, args.upstream)
+            return await run(args.url, args.upstream, args.mode)
 
     try:
         passed = anyio.run(bounded)
