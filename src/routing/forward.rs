@@ -262,7 +262,8 @@ impl Router {
     }
 
     /// What a `tools/list` page teaches: the catalog learns the upstream's tools, and
-    /// the page loses the tools seawall hides.
+    /// the page loses the tools seawall hides and shows the overridden ones as clients
+    /// see them (a `prompts/list` page, its overridden prompts).
     fn learn(&self, handle: &Arc<UpstreamHandle>, method: &str, answer: Answer) -> Answer {
         match answer {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
@@ -273,10 +274,13 @@ impl Router {
                     None => listed,
                 })
             }
-            Answer::Result { raw, .. } if method == method::PROMPTS_LIST => match &handle.policy.prompt_overrides {
-                Some(overrides) => Answer::result(overrides.list(raw)),
-                None => Answer::result(raw),
-            },
+            Answer::Result { raw, is_error } if method == method::PROMPTS_LIST => {
+                let raw = match &handle.policy.prompt_overrides {
+                    Some(overrides) => overrides.list(raw),
+                    None => raw,
+                };
+                Answer::Result { raw, is_error }
+            }
             other => other,
         }
     }
