@@ -150,7 +150,7 @@ impl Overrides {
         if let Some(shaped) = self.pages.get(page.get()) {
             return shaped.as_ref().clone();
         }
-        let shaped = self.reshape(&page).unwrap_or(page.clone());
+        let shaped = self.reshape(&page).unwrap_or_else(|| page.clone());
         self.pages.insert(page.get(), Arc::new(shaped.clone()));
         shaped
     }

@@ -122,12 +122,13 @@ impl ToolAnnotations {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ArgumentConfig {
-    /// Fixed: this JSON value.
+    /// Fixed: this JSON value. The admin API shows it as written: a secret belongs in
+    /// `env`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
     /// Fixed: the value of this environment variable of seawall's (a string), read when
     /// the configuration is loaded; an unset variable is a configuration error. The value
-    /// is never logged.
+    /// is never logged, and the admin API shows only the variable's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env: Option<String>,
     /// Fixed: a fact of the authenticated caller (`name`: the API key's name or the JWT's

@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
+use super::overrides::shape_call;
 use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, ArgumentViolation, CallTrace, Clock, EventSink, GatewayError, UpstreamCall};
-use crate::catalog::overrides::{Overrides, Resolved};
 use crate::client::{ClientRequest, FromUpstream, Routed};
 use crate::jsonrpc;
-use crate::mcp::{meta, method, modern};
+use crate::mcp::{method, modern};
 use crate::telemetry::metrics;
 use crate::upstream::registry::UpstreamHandle;
 
@@ -42,53 +42,6 @@ fn param_headers(
         }
     }
     Ok(out)
-}
-
-/// A call of an overridden tool as the upstream gets it.
-struct ShapedCall {
-    /// The tool's name on the upstream.
-    tool: Arc<str>,
-    /// The arguments sent, when the gateway sets some (`None`: the client's, unchanged).
-    arguments: Option<Arc<Value>>,
-    /// The params sent: the upstream's name, those arguments, the rest as the client sent it.
-    params: Box<RawValue>,
-}
-
-/// The call of `name` (`client` as the client wrote it, prefixed on `/mcp`) under
-/// `overrides`: `None` for a tool they leave alone, an unknown tool for a hidden one or
-/// the upstream's own name of a renamed one, and otherwise the upstream's tool with the
-/// arguments the gateway sets.
-fn shape_call(
-    ctx: &ClientRequest,
-    overrides: &Overrides,
-    name: &str,
-    client: &str,
-    sent: Option<&Value>,
-    params: Option<&RawValue>,
-) -> Result<Option<ShapedCall>, GatewayError> {
-    let tool = match overrides.resolve(name) {
-        Resolved::Plain => return Ok(None),
-        Resolved::Unknown => return Err(GatewayError::UnknownTool(client.to_owned())),
-        Resolved::Shaped(tool) => tool,
-    };
-    let arguments = if tool.keeps_arguments() {
-        None
-    } else {
-        let made = tool.arguments(client, ctx.principal.as_deref(), sent).map_err(|refusal| {
-            if refusal.is_invalid_params() {
-                GatewayError::InvalidParams(refusal.to_string())
-            } else {
-                GatewayError::InvalidRequest(refusal.to_string())
-            }
-        })?;
-        Some(Arc::new(made))
-    };
-    let mut map = meta::params_object(params).unwrap_or_default();
-    map.insert("name".into(), Value::String(tool.upstream.to_string()));
-    if let Some(arguments) = &arguments {
-        map.insert("arguments".into(), Value::clone(arguments));
-    }
-    Ok(Some(ShapedCall { tool: Arc::clone(&tool.upstream), arguments, params: jsonrpc::to_raw(&map) }))
 }
 
 /// Tools are metric labels only once the upstream listed them (bounded cardinality).
@@ -203,43 +156,6 @@ impl Router {
             arguments: sent,
             uri,
         })))
-    }
-
-    /// A `prompts/get`, or a `completion/complete` for a prompt, under `overrides`: the
-    /// params with the upstream's name of an overridden prompt (`None`: as they are), or
-    /// an unknown prompt for a hidden one or the upstream's own name of a renamed one.
-    fn shape_prompt_request(
-        &self,
-        ctx: &ClientRequest,
-        handle: &UpstreamHandle,
-        overrides: &Overrides,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> Result<Option<Box<RawValue>>, GatewayError> {
-        let Some(mut map) = meta::params_object(params) else { return Ok(None) };
-        let name = if method == method::PROMPTS_GET {
-            map.get_mut("name")
-        } else {
-            match map.get_mut("ref") {
-                Some(Value::Object(reference))
-                    if reference.get("type").and_then(Value::as_str) == Some("ref/prompt") =>
-                {
-                    reference.get_mut("name")
-                }
-                _ => None,
-            }
-        };
-        let Some(Value::String(name)) = name else { return Ok(None) };
-        match overrides.resolve(name) {
-            Resolved::Plain => Ok(None),
-            Resolved::Unknown => {
-                Err(GatewayError::UnknownPrompt(self.client_name(&ctx.session.scope, &handle.name, name)))
-            }
-            Resolved::Shaped(prompt) => {
-                *name = prompt.upstream.to_string();
-                Ok(Some(jsonrpc::to_raw(&map)))
-            }
-        }
     }
 
     /// The arguments of a `tools/call` against the tool's input schema; `Err` refuses
