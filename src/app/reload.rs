@@ -496,3 +496,25 @@ fn stop_new_processes(built: &Upstreams, old: &Upstreams) {
     let reused = |h: &&Arc<UpstreamHandle>| old.get(&h.name).is_some_and(|o| o.connector.same_as(&h.connector));
     stop_shared(started.filter(|h| !reused(h)).map(|h| &h.connector));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(tools: &str) -> Config {
+        let text =
+            format!("upstreams:\n  - name: demo\n    command: x\n    tools:\n{tools}    prompts:\n      greet: {{}}\n");
+        Config::parse(&text, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn only_what_clients_see_of_a_tool_tells_them_their_tools_changed() {
+        let before = config("      echo: { description: before, timeout: 5s }\n");
+        let same = config("      echo: { description: before, timeout: 9s, idempotent: true }\n");
+        let renamed = config("      echo: { description: before, name: say }\n");
+        assert_eq!(tools_seen(&before, "demo"), tools_seen(&same, "demo"), "timeouts and retries are not seen");
+        assert_ne!(tools_seen(&before, "demo"), tools_seen(&renamed, "demo"));
+        assert_eq!(prompts_seen(&before, "demo"), prompts_seen(&renamed, "demo"));
+        assert!(tools_seen(&before, "other").is_empty());
+    }
+}

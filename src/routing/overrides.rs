@@ -102,3 +102,61 @@ impl Router {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::ToolConfig;
+    use crate::identity::Principal;
+    use crate::jsonrpc::Id;
+    use crate::session::{Scope, Session};
+
+    fn overrides() -> Overrides {
+        let tools: BTreeMap<String, ToolConfig> = yaml_serde::from_str(
+            "add: { name: plus, arguments: { b: { value: 40 } } }\necho: { name: whoami, arguments: { message: { principal: name } } }\nfail: { hidden: true }",
+        )
+        .unwrap();
+        Overrides::tools("demo", &tools).unwrap()
+    }
+
+    fn request(principal: Option<&str>) -> ClientRequest {
+        let (tx, _rx) = crate::call::events(1);
+        let session = Session::new(Scope::Aggregate, "2025-11-25".into(), json!({}), json!({}));
+        let mut req = ClientRequest::new(session, Id::number(1), "tools/call", None, None, tx);
+        req.principal = principal.map(|name| Arc::new(Principal::api_key(name)));
+        req
+    }
+
+    fn shape(principal: Option<&str>, name: &str, sent: Value) -> Result<Option<ShapedCall>, GatewayError> {
+        let params = jsonrpc::to_raw(&json!({"name": name, "arguments": sent, "_meta": {"progressToken": 7}}));
+        shape_call(&request(principal), &overrides(), name, &format!("demo__{name}"), Some(&sent), Some(&params))
+    }
+
+    #[tokio::test]
+    async fn a_call_of_a_renamed_tool_reaches_the_upstreams_with_the_gateways_arguments() {
+        let call = shape(None, "plus", json!({"a": 2})).unwrap().unwrap();
+        assert_eq!(&*call.tool, "add");
+        assert_eq!(call.arguments.as_deref(), Some(&json!({"a": 2, "b": 40})));
+        let params: Value = serde_json::from_str(call.params.get()).unwrap();
+        assert_eq!(params, json!({"name": "add", "arguments": {"a": 2, "b": 40}, "_meta": {"progressToken": 7}}));
+        let call = shape(Some("ci"), "whoami", json!({})).unwrap().unwrap();
+        assert_eq!(call.arguments.as_deref(), Some(&json!({"message": "ci"})));
+        assert!(shape(None, "sleep", json!({})).unwrap().is_none(), "a tool without overrides passes as it is");
+    }
+
+    #[tokio::test]
+    async fn old_and_hidden_names_are_unknown_and_refusals_have_their_codes() {
+        for name in ["add", "fail"] {
+            let refused = shape(None, name, json!({})).err();
+            assert!(matches!(refused, Some(GatewayError::UnknownTool(t)) if t == format!("demo__{name}")));
+        }
+        let sent_fixed = shape(None, "plus", json!({"a": 2, "b": 1})).err();
+        assert!(matches!(sent_fixed, Some(GatewayError::InvalidParams(m)) if m.contains("'b'")));
+        let no_caller = shape(None, "whoami", json!({})).err();
+        assert!(matches!(no_caller, Some(GatewayError::InvalidRequest(m)) if m.contains("authenticated caller")));
+    }
+}
