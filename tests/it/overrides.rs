@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::mcp_client::Client;
+use crate::support::sse_client::SseClient;
 use crate::support::{DemoUpstream, Interop, Seawall, TestDir, run_script, seawall_bin, text_of};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -64,8 +65,9 @@ async fn sdk_clients_see_the_overridden_tools_and_call_them_with_the_gateways_ar
         .assert_success("python SDK client (tests/interop/python/overrides_test.py) in mode 2026-07-28");
 }
 
-/// A fixed argument from seawall's environment reaches the upstream; the metric keeps
-/// the upstream's tool name, the access log the client's.
+/// A fixed argument from seawall's environment reaches the upstream (from clients of
+/// both HTTP transports), never the log; the metric keeps the upstream's tool name, the
+/// access log the client's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_environment_value_is_sent_and_metrics_keep_the_upstreams_name() {
     let demo = DemoUpstream::start(false, &[]).await;
@@ -85,6 +87,16 @@ async fn an_environment_value_is_sent_and_metrics_keep_the_upstreams_name() {
     assert!(!metrics.contains("eu-west-1"), "the value is in the metrics");
     crate::support::until_logged(&seawall, &["demo__region"]).await;
     assert!(!seawall.proc.output().contains("eu-west-1"), "the value is in the log:\n{}", seawall.proc.output());
+
+    // A client of the HTTP+SSE era (2024-11-05) sees and calls the same.
+    let root = seawall.url.trim_end_matches("/mcp");
+    let mut sse = SseClient::open(&format!("{root}/sse")).await;
+    sse.initialize().await;
+    let listed = sse.request(3, "tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"demo__region") && !names.contains(&"demo__echo"), "{listed}");
+    assert_eq!(text_of(&sse.call_tool(4, "demo__region", json!({})).await), "eu-west-1");
 }
 
 /// A fixed argument from the caller: the API key's name with authentication, a clear
