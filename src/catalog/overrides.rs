@@ -26,11 +26,11 @@ pub(crate) struct Overrides {
     upstream: Arc<str>,
     /// The list's array (`tools` or `prompts`).
     kind: &'static str,
-    /// By the tool's name on the upstream.
+    /// By the name on the upstream.
     by_upstream: HashMap<Arc<str>, Arc<Override>>,
-    /// By the name clients call it by (hidden tools are not here).
+    /// By the name clients see (hidden ones are not here).
     by_client: HashMap<Arc<str>, Arc<Override>>,
-    /// `tools/list` pages reshaped, by the upstream's page.
+    /// List pages reshaped, by the upstream's page.
     pages: PageMemo<Box<RawValue>>,
 }
 
@@ -59,13 +59,13 @@ enum Fixed {
     Claim(String),
 }
 
-/// Which tool a client's call names.
+/// Which tool (or prompt) a client's request names.
 pub(crate) enum Resolved<'a> {
-    /// A tool seawall does not override: called under the client's name.
+    /// One seawall does not override: sent under the client's name.
     Plain,
-    /// An overridden tool.
+    /// An overridden one.
     Shaped(&'a Arc<Override>),
-    /// A hidden tool, or the upstream's own name of a renamed one: unknown to clients.
+    /// A hidden one, or the upstream's own name of a renamed one: unknown to clients.
     Unknown,
 }
 
@@ -95,9 +95,9 @@ impl ArgumentRefusal {
 
 impl std::fmt::Debug for Overrides {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut tools: Vec<_> = self.by_upstream.keys().collect();
-        tools.sort();
-        f.debug_struct("Overrides").field("tools", &tools).finish()
+        let mut names: Vec<_> = self.by_upstream.keys().collect();
+        names.sort();
+        f.debug_struct("Overrides").field("kind", &self.kind).field("names", &names).finish()
     }
 }
 
@@ -134,8 +134,8 @@ impl Overrides {
 
     /// The tool (or prompt) a client's request for `name` reaches.
     pub(crate) fn resolve(&self, name: &str) -> Resolved<'_> {
-        if let Some(tool) = self.by_client.get(name) {
-            return Resolved::Shaped(tool);
+        if let Some(entry) = self.by_client.get(name) {
+            return Resolved::Shaped(entry);
         }
         if self.by_upstream.contains_key(name) {
             return Resolved::Unknown;
@@ -239,16 +239,16 @@ impl Override {
     }
 
     /// One entry of a `tools/list` or `prompts/list` page as clients see it.
-    fn reshape(&self, upstream: &str, tool: &mut Map<String, Value>) {
-        tool.insert("name".into(), Value::String(self.client.to_string()));
+    fn reshape(&self, upstream: &str, entry: &mut Map<String, Value>) {
+        entry.insert("name".into(), Value::String(self.client.to_string()));
         if let Some(title) = &self.title {
-            tool.insert("title".into(), Value::String(title.clone()));
+            entry.insert("title".into(), Value::String(title.clone()));
         }
         if let Some(description) = &self.description {
-            tool.insert("description".into(), Value::String(description.clone()));
+            entry.insert("description".into(), Value::String(description.clone()));
         }
         if !self.annotations.is_empty() {
-            let annotations = tool.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
+            let annotations = entry.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
             if !annotations.is_object() {
                 *annotations = Value::Object(Map::new());
             }
@@ -261,7 +261,7 @@ impl Override {
         if self.keeps_arguments() {
             return;
         }
-        let unlisted = self.reshape_schema(tool.get_mut("inputSchema"));
+        let unlisted = self.reshape_schema(entry.get_mut("inputSchema"));
         if !unlisted.is_empty() && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 upstream,
