@@ -14,7 +14,7 @@
 //!        ─► gateway                       session lookup, progress tokens, related messages
 //!        ─► client stack ([`client_stack`]) span ◄ access ◄ rewrite ◄ admission ◄ authorize ◄ rate limit ◄ cancel ◄ cache ◄ routes
 //!        ─► routing                       which upstream: a name, a URI, or every upstream of a list (merged after)
-//!        ─► routing::forward              per upstream: catalog ◄ metric ◄ arguments ◄ param headers ◄ upstream stack ◄ learn
+//!        ─► routing::forward              per upstream: overrides ◄ catalog ◄ metric ◄ arguments ◄ param headers ◄ upstream stack ◄ learn
 //!        ─► upstream stack ([`upstream_stack`]) shed ◄ deadline ◄ blame ◄ retry ◄ breaker ◄ attempt
 //!        ─► call::Transport               HTTP or HTTP+SSE session, replicas, or supervised stdio process
 //! ```
@@ -131,7 +131,8 @@ fn client_stack(
         // (below authorisation: a cached list is filtered per principal like a fresh one).
         .layer(cache)
         // Which upstream: names, URIs, fan-out and merge of lists; then, per upstream
-        // (routing::forward), the tool's catalog entry, the per-upstream metric, the
+        // (routing::forward), the operator's overrides (the upstream's name of a renamed
+        // tool or prompt, the arguments the gateway sets), the tool's catalog entry, the per-upstream metric, the
         // arguments against the tool's input schema, the `Mcp-Param-*` headers, that
         // upstream's own stack, and what a `tools/list` teaches the catalog.
         .service(Routes::new(router));

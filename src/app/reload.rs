@@ -19,7 +19,10 @@
 //! Breakers are one registry for the gateway's life, so an open breaker stays open
 //! through a reload that does not touch its upstream; a changed breaker setting applies
 //! to the breakers as they are. Sessions that reach an added, removed or changed upstream
-//! hear `notifications/tools/list_changed`.
+//! hear `notifications/tools/list_changed`, and so do those that reach an upstream whose
+//! tools clients now see otherwise (`tools.<name>`: name, description, hidden, …); those
+//! whose prompts they see otherwise (`prompts.<name>`) hear
+//! `notifications/prompts/list_changed`.
 //!
 //! Changing `listen` or `admin_listen` refuses the reload (a restart is needed). The
 //! sections the process is built around (`admin`, `shutdown`, `session`, `limits`,
@@ -38,7 +41,7 @@ use tokio::sync::mpsc;
 use super::upstreams::{connect_to, stop_shared, upstream_handle};
 use super::{ClientLayers, ClientParts, routing};
 use crate::client::CacheLayer;
-use crate::config::{Config, UpstreamConfig};
+use crate::config::{Config, PromptConfig, ToolConfig, UpstreamConfig};
 use crate::control::{Reloaded, Reloads, Trigger};
 use crate::gateway::Gateway;
 use crate::policy::auth::Authenticator;
@@ -166,6 +169,10 @@ impl Reloader {
         // Everything that can fail is built before anything changes.
         let old_upstreams = self.gateway.upstreams();
         let plan = Plan::new(&old, &config, &old_upstreams);
+        let reshaped: Vec<Arc<str>> =
+            plan.reconfigured.iter().filter(|n| tools_seen(&old, n) != tools_seen(&config, n)).cloned().collect();
+        let prompts_reshaped: Vec<Arc<str>> =
+            plan.reconfigured.iter().filter(|n| prompts_seen(&old, n) != prompts_seen(&config, n)).cloned().collect();
         let upstreams = self.build(&config, &old_upstreams, &plan)?;
         let layers = match self.layers_for(&config, &old, &plan) {
             Ok(layers) => layers,
@@ -218,8 +225,11 @@ impl Reloader {
         let retired: Vec<Arc<UpstreamHandle>> =
             plan.removed.iter().chain(&plan.reconnected).filter_map(|name| old_upstreams.get(name).cloned()).collect();
         self.retire(retired, &plan.removed).await;
-        for name in plan.added.iter().chain(&plan.removed).chain(&plan.reconnected) {
+        for name in plan.added.iter().chain(&plan.removed).chain(&plan.reconnected).chain(&reshaped) {
             self.gateway.announce_tools_changed(name);
+        }
+        for name in &prompts_reshaped {
+            self.gateway.announce_prompts_changed(name);
         }
         done.added = plan.added.iter().map(|n| n.to_string()).collect();
         done.removed = plan.removed.iter().map(|n| n.to_string()).collect();
@@ -383,6 +393,7 @@ fn way_to(config: &Config, up: &UpstreamConfig) -> (UpstreamConfig, Duration, us
         concurrency: None,
         trust_annotations: false,
         tools: Default::default(),
+        prompts: Default::default(),
         errors: Default::default(),
         // What the process is given of the environment decides how it runs.
         inherit_env: config.defaults.inherit_env.iter().chain(&up.inherit_env).cloned().collect(),
@@ -401,9 +412,25 @@ fn policy_of(config: &Config, up: &UpstreamConfig) -> impl PartialEq {
         up.concurrency(&config.defaults.concurrency),
         up.trust_annotations,
         up.tools.clone(),
+        up.prompts.clone(),
         up.sanitize(&config.errors),
         config.name_separator.clone(),
     )
+}
+
+/// What clients see of the tools of the upstream `name` as `config` overrides them (the
+/// overrides without the settings that change only how seawall calls a tool).
+fn tools_seen(config: &Config, name: &str) -> Vec<(String, ToolConfig)> {
+    let tools = config.upstreams.iter().filter(|up| up.name == name).flat_map(|up| &up.tools);
+    tools
+        .filter(|(_, tool)| tool.shapes())
+        .map(|(key, tool)| (key.clone(), ToolConfig { idempotent: false, timeout: None, ..tool.clone() }))
+        .collect()
+}
+
+/// The prompt overrides of the upstream `name` in `config`.
+fn prompts_seen<'a>(config: &'a Config, name: &str) -> Option<&'a std::collections::BTreeMap<String, PromptConfig>> {
+    config.upstreams.iter().find(|up| up.name == name).map(|up| &up.prompts)
 }
 
 /// Refuses a change of the listeners' addresses, which needs a restart.
@@ -468,4 +495,26 @@ fn stop_new_processes(built: &Upstreams, old: &Upstreams) {
     let started = built.iter().filter(|h| !old.get(&h.name).is_some_and(|o| Arc::ptr_eq(o, h)));
     let reused = |h: &&Arc<UpstreamHandle>| old.get(&h.name).is_some_and(|o| o.connector.same_as(&h.connector));
     stop_shared(started.filter(|h| !reused(h)).map(|h| &h.connector));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(tools: &str) -> Config {
+        let text =
+            format!("upstreams:\n  - name: demo\n    command: x\n    tools:\n{tools}    prompts:\n      greet: {{}}\n");
+        Config::parse(&text, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn only_what_clients_see_of_a_tool_tells_them_their_tools_changed() {
+        let before = config("      echo: { description: before, timeout: 5s }\n");
+        let same = config("      echo: { description: before, timeout: 9s, idempotent: true }\n");
+        let renamed = config("      echo: { description: before, name: say }\n");
+        assert_eq!(tools_seen(&before, "demo"), tools_seen(&same, "demo"), "timeouts and retries are not seen");
+        assert_ne!(tools_seen(&before, "demo"), tools_seen(&renamed, "demo"));
+        assert_eq!(prompts_seen(&before, "demo"), prompts_seen(&renamed, "demo"));
+        assert!(tools_seen(&before, "other").is_empty());
+    }
 }

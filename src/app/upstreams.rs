@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::catalog::ToolCatalog;
+use crate::catalog::overrides::Overrides;
 use crate::config::{Config, StdioShare, UpstreamConfig, UpstreamKind};
 
 use super::upstream_stack;
@@ -117,6 +118,8 @@ pub(crate) fn upstream_handle(
         tools: up.tools.clone(),
         catalog,
         prefixed: Default::default(),
+        tool_overrides: Overrides::tools(&up.name, &up.tools).map(Arc::new),
+        prompt_overrides: Overrides::prompts(&up.name, &up.prompts).map(Arc::new),
     };
     let slots = Slots::new(policy.concurrency);
     let service = crate::workers::PerWorker::new(upstream_stack(&policy, &slots, breakers));

@@ -2,6 +2,7 @@
 //! schemas, shared by every session) and, per session, which upstream serves which
 //! resource URI or URI template.
 
+pub(crate) mod overrides;
 pub(crate) mod pages;
 mod resources;
 mod tools;

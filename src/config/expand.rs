@@ -62,6 +62,13 @@ pub(crate) fn expand_config(config: &mut Config, lookup: &dyn Fn(&str) -> Option
                 }
             }
         }
+        // Fixed arguments from the environment are read when an upstream is built: an
+        // unset one is a configuration error, as a missing `${VAR}` is.
+        for (field, var) in super::tools::env_sources(&at, &upstream.tools) {
+            if lookup(var).is_none() {
+                problems.push(Problem::new(field, format!("environment variable {var} is not set")));
+            }
+        }
     }
     problems
 }

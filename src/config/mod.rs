@@ -23,10 +23,12 @@ mod include;
 mod locate;
 mod mcp_servers;
 mod operations;
+mod prompts;
 mod rate_limit;
 mod resilience;
 mod schema;
 mod session_key;
+mod tools;
 mod trace;
 mod types;
 mod upstream;
@@ -44,14 +46,17 @@ pub use breaker_sharing::BreakerSharingConfig;
 pub use error::{ConfigError, ConfigIssue};
 pub use mcp_servers::{Imported, McpServers, McpServersFormat, import, parse_mcp_servers, read_mcp_servers};
 pub use operations::{AdminConfig, ShutdownConfig};
+pub use prompts::PromptConfig;
 pub use rate_limit::{LimitConfig, LimitKey, OnBackendError, Rate, RateBackend, RateLimitsConfig};
 pub use resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, Report, RetryConfig,
-    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
+    RetryOverrides, SanitizeLevel, UpstreamErrorsConfig,
 };
 pub use schema::json_schema;
 pub(crate) use schema::{DURATION_PATTERN, SOCKET_ADDRESS_PATTERN};
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
+pub(crate) use tools::ArgumentSource;
+pub use tools::{ArgumentConfig, PrincipalField, ToolAnnotations, ToolConfig};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
 pub use types::{

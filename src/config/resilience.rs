@@ -1,6 +1,6 @@
-//! Resilience settings: retries, circuit breakers, concurrency limits and per-tool
-//! overrides. Each has a full form (under `defaults:`) and a partial form (per upstream)
-//! whose absent fields keep the defaults.
+//! Resilience settings: retries, circuit breakers and concurrency limits. Each has a full
+//! form (under `defaults:`) and a partial form (per upstream) whose absent fields keep the
+//! defaults.
 
 use std::time::Duration;
 
@@ -123,18 +123,6 @@ impl Default for ConcurrencyConfig {
     fn default() -> Self {
         ConcurrencyConfig { max_in_flight: 64, queue: 16, queue_timeout: Duration::from_secs(1) }
     }
-}
-
-/// Settings for one tool of one upstream.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ToolConfig {
-    /// The operator vouches that calling the tool twice is safe, so failed calls are retried. Default `false`.
-    pub idempotent: bool,
-    /// Overrides `timeouts.tool_call` for this tool (duration). Default: not overridden.
-    #[schemars(with = "Option<HumanDuration>")]
-    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Duration>,
 }
 
 macro_rules! partial {

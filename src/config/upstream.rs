@@ -8,11 +8,13 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::prompts::PromptConfig;
 use super::resilience::{
     BreakerConfig, BreakerOverrides, ConcurrencyConfig, ConcurrencyOverrides, ErrorsConfig, RetryConfig,
-    RetryOverrides, SanitizeLevel, ToolConfig, UpstreamErrorsConfig,
+    RetryOverrides, SanitizeLevel, UpstreamErrorsConfig,
 };
 use super::schema::{HumanDuration, ScalarText};
+use super::tools::ToolConfig;
 
 /// Defaults applied to every upstream unless it overrides them.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -264,9 +266,15 @@ pub struct UpstreamConfig {
     /// `idempotentHint` are retried like idempotent ones. Default `false`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub trust_annotations: bool,
-    /// Per-tool settings, by the tool's name on the upstream. Default `{}`.
+    /// Per-tool settings, by the tool's name on the upstream: retries and deadline, and
+    /// what clients see of it (name, title, description, annotations, hidden, arguments
+    /// the gateway sets). Default `{}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Per-prompt settings, by the prompt's name on the upstream: what clients see of it
+    /// (name, description, hidden). Default `{}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: BTreeMap<String, PromptConfig>,
     /// Per-upstream error settings (`sanitize`, overriding `errors.sanitize`). Default:
     /// none.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -361,6 +369,7 @@ impl Default for UpstreamConfig {
             concurrency: None,
             trust_annotations: false,
             tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
             errors: UpstreamErrorsConfig::default(),
         }
     }

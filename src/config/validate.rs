@@ -263,6 +263,8 @@ fn check_upstream(
             positive(&at.key("tools").key(name).key("timeout"), timeout, out);
         }
     }
+    super::tools::check_tools(at, &upstream.tools, out);
+    super::prompts::check_prompts(at, &upstream.prompts, out);
 }
 
 /// Checks the resilience sections under `defaults`.

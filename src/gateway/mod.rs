@@ -315,7 +315,17 @@ impl Gateway {
 
     /// Tells every session that reaches `upstream` that its tool list changed.
     pub(crate) fn announce_tools_changed(&self, upstream: &str) {
-        let note = jsonrpc::encode_notification(method::TOOLS_LIST_CHANGED, None);
+        self.announce(upstream, method::TOOLS_LIST_CHANGED);
+    }
+
+    /// Tells every session that reaches `upstream` that its prompt list changed.
+    pub(crate) fn announce_prompts_changed(&self, upstream: &str) {
+        self.announce(upstream, method::PROMPTS_LIST_CHANGED);
+    }
+
+    /// Sends the notification `changed` to every session that reaches `upstream`.
+    fn announce(&self, upstream: &str, changed: &str) {
+        let note = jsonrpc::encode_notification(changed, None);
         for session in self.sessions.all() {
             let reaches = match &session.scope {
                 Scope::Aggregate => true,

@@ -62,6 +62,8 @@ pub(crate) mod method {
     pub(crate) const CANCELLED: &str = "notifications/cancelled";
     /// An upstream's tools changed.
     pub(crate) const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+    /// An upstream's prompts changed.
+    pub(crate) const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
     /// Progress of an in-flight request.
     pub(crate) const PROGRESS: &str = "notifications/progress";
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use super::overrides::shape_call;
 use super::{CallParams, Router, UriParams};
 use crate::call::{Answer, ArgumentViolation, CallTrace, Clock, EventSink, GatewayError, UpstreamCall};
 use crate::client::{ClientRequest, FromUpstream, Routed};
@@ -15,25 +16,26 @@ use crate::mcp::{method, modern};
 use crate::telemetry::metrics;
 use crate::upstream::registry::UpstreamHandle;
 
-/// The `Mcp-Param-*` headers of a `tools/call` towards the upstream: the arguments the
-/// tool's schema annotates with `x-mcp-header`, mirrored, and a modern client's
-/// undeclared `Mcp-Param-*` headers, forwarded. A modern client's declared ones must
-/// match its arguments (`Err`: the -32020 message).
+/// The `Mcp-Param-*` headers of a `tools/call` towards the upstream: the `arguments` it
+/// is sent that the tool's schema annotates with `x-mcp-header`, mirrored, and a modern
+/// client's undeclared `Mcp-Param-*` headers, forwarded. A modern client's declared ones
+/// must match the arguments it `sent` (`Err`: the -32020 message); those the gateway
+/// sets are not the client's to declare.
 fn param_headers(
     ctx: &ClientRequest,
     info: Option<&crate::catalog::ToolInfo>,
+    sent: Option<&serde_json::Value>,
     arguments: Option<&serde_json::Value>,
 ) -> Result<Vec<(String, String)>, String> {
     // Only a schema that marks arguments is walked for them.
     let schema = info.filter(|i| i.mirrors_headers).and_then(|i| i.input_schema.as_deref());
     let empty = json!({});
-    let arguments = arguments.unwrap_or(&empty);
-    let mut out = schema.map(|s| modern::param_headers(s, arguments)).unwrap_or_default();
-    if let Some(sent) = &ctx.param_headers {
+    let mut out = schema.map(|s| modern::param_headers(s, arguments.unwrap_or(&empty))).unwrap_or_default();
+    if let Some(declared) = &ctx.param_headers {
         if let Some(schema) = schema {
-            modern::check_param_headers(schema, arguments, sent)?;
+            modern::check_param_headers(schema, sent.unwrap_or(&empty), declared)?;
         }
-        for (name, value) in sent.iter() {
+        for (name, value) in declared.iter() {
             if !out.iter().any(|(n, _)| n == name) {
                 out.push((name.clone(), value.clone()));
             }
@@ -90,23 +92,44 @@ impl Router {
         params: Option<Box<RawValue>>,
         call: Option<(Arc<str>, Option<Arc<serde_json::Value>>)>,
     ) -> Result<Routed, GatewayError> {
-        let (tool, arguments): (Option<Arc<str>>, _) = match call {
+        // A prompt the operator renamed or hid (only an upstream with such overrides looks).
+        let params = match &handle.policy.prompt_overrides {
+            Some(overrides) if method == method::PROMPTS_GET || method == method::COMPLETION_COMPLETE => {
+                self.shape_prompt_request(ctx, handle, overrides, method, params.as_deref())?.or(params)
+            }
+            _ => params,
+        };
+        // The tool as the client named it (unprefixed), and the arguments it sent.
+        let (named, sent): (Option<Arc<str>>, _) = match call {
             Some((name, arguments)) => (Some(name), arguments),
             None => (None, None),
         };
+        let client_tool = named.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
+        // Only an upstream with overrides looks the tool up among them.
+        let shaped = match (&handle.policy.tool_overrides, named.as_deref(), client_tool.as_deref()) {
+            (Some(overrides), Some(name), Some(client)) => {
+                shape_call(ctx, overrides, name, client, sent.as_deref(), params.as_deref())?
+            }
+            _ => None,
+        };
+        // From here on the tool is the upstream's, and the arguments those it is sent.
+        let (tool, params, shaped_arguments) = match shaped {
+            Some(call) => (Some(call.tool), Some(call.params), call.arguments),
+            None => (named, params, None),
+        };
+        let arguments = shaped_arguments.as_deref().or(sent.as_deref());
         let info = match tool.as_deref() {
             Some(t) => self.tool_info(ctx, handle, t).await,
             None => None,
         };
         let timer = metrics::RequestTimer::start(&handle.name, method, tool_label(tool.as_ref(), info.is_some()));
-        let client_tool = tool.as_deref().map(|t| self.client_name(&ctx.session.scope, &handle.name, t));
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(client_tool) = &client_tool {
-            if let Err(refused) = self.check_arguments(client_tool, info.as_deref(), arguments.as_deref()) {
+            if let Err(refused) = self.check_arguments(client_tool, info.as_deref(), arguments) {
                 timer.finish("refused");
                 return Err(refused);
             }
-            match param_headers(ctx, info.as_deref(), arguments.as_deref()) {
+            match param_headers(ctx, info.as_deref(), sent.as_deref(), arguments) {
                 Ok(mirrored) => headers = mirrored,
                 Err(why) => {
                     timer.finish("refused");
@@ -130,7 +153,7 @@ impl Router {
             level: handle.policy.sanitize,
             tool: client_tool,
             info,
-            arguments,
+            arguments: sent,
             uri,
         })))
     }
@@ -155,12 +178,24 @@ impl Router {
     }
 
     /// What a `tools/list` page teaches: the catalog learns the upstream's tools, and
-    /// the page loses the tools seawall hides.
+    /// the page loses the tools seawall hides and shows the overridden ones as clients
+    /// see them (a `prompts/list` page, its overridden prompts).
     fn learn(&self, handle: &Arc<UpstreamHandle>, method: &str, answer: Answer) -> Answer {
         match answer {
             Answer::Result { raw, .. } if method == method::TOOLS_LIST => {
                 handle.policy.catalog.learn(&raw);
-                Answer::result(self.without_open_tools(handle, raw))
+                let listed = self.without_open_tools(handle, raw);
+                Answer::result(match &handle.policy.tool_overrides {
+                    Some(overrides) => overrides.list(listed),
+                    None => listed,
+                })
+            }
+            Answer::Result { raw, is_error } if method == method::PROMPTS_LIST => {
+                let raw = match &handle.policy.prompt_overrides {
+                    Some(overrides) => overrides.list(raw),
+                    None => raw,
+                };
+                Answer::Result { raw, is_error }
             }
             other => other,
         }

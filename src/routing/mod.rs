@@ -6,7 +6,9 @@
 //! [`ResourceCatalog`](crate::catalog::ResourceCatalog) (`resources.rs`), and list results
 //! are merged under a gateway cursor that carries each upstream's own (`lists.rs`). On
 //! `/mcp/<upstream>` everything is forwarded unchanged. Either way one request reaches
-//! one upstream through `forward.rs`, over the session's link to it (`links.rs`).
+//! one upstream through `forward.rs`, over the session's link to it (`links.rs`), and a
+//! tool or prompt the operator renamed, hid or gave arguments to is turned back into the
+//! upstream's there (`overrides.rs`).
 
 pub(crate) mod cursor;
 mod duplicates;
@@ -14,6 +16,7 @@ mod forward;
 mod links;
 mod lists;
 mod names;
+mod overrides;
 mod resources;
 
 use std::sync::Arc;

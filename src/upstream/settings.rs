@@ -30,6 +30,11 @@ pub(crate) struct UpstreamSettings {
     pub catalog: std::sync::Arc<ToolCatalog>,
     /// Its `tools/list` and `prompts/list` pages as merged lists carry them.
     pub prefixed: crate::catalog::pages::PrefixedLists,
+    /// What clients see of its tools where the operator overrides it; `None` (nothing
+    /// looked up on the call path) when nothing is overridden.
+    pub tool_overrides: Option<std::sync::Arc<crate::catalog::overrides::Overrides>>,
+    /// The same for its prompts.
+    pub prompt_overrides: Option<std::sync::Arc<crate::catalog::overrides::Overrides>>,
 }
 
 /// Methods that are safe to send twice.
@@ -55,10 +60,19 @@ impl UpstreamSettings {
             return false;
         }
         let Some(tool) = tool else { return false };
-        if self.tools.get(tool).is_some_and(|t| t.idempotent) {
+        let config = self.tools.get(tool);
+        if config.is_some_and(|t| t.idempotent) {
             return true;
         }
-        self.trust_annotations && self.catalog.get(tool).is_some_and(|t| t.read_only || t.idempotent)
+        // Each hint as clients see it: the operator's (always believed) over the
+        // upstream's (believed with `trust_annotations`), which is looked up only when
+        // the operator left a hint to it.
+        let set = config.map(|t| t.annotations).unwrap_or_default();
+        let left = set.read_only_hint.is_none() || set.idempotent_hint.is_none();
+        let listed = (self.trust_annotations && left).then(|| self.catalog.get(tool)).flatten();
+        let read_only = set.read_only_hint.unwrap_or_else(|| listed.as_ref().is_some_and(|t| t.read_only));
+        let idempotent = set.idempotent_hint.unwrap_or_else(|| listed.as_ref().is_some_and(|t| t.idempotent));
+        read_only || idempotent
     }
 
     /// The overall deadline for a request (for `tools/call`, when no progress arrives).
@@ -73,10 +87,20 @@ impl UpstreamSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ToolAnnotations;
 
     fn settings(trust: bool) -> UpstreamSettings {
         let mut tools = BTreeMap::new();
-        tools.insert("lookup".to_owned(), ToolConfig { idempotent: true, timeout: Some(Duration::from_secs(5)) });
+        tools.insert(
+            "lookup".to_owned(),
+            ToolConfig { idempotent: true, timeout: Some(Duration::from_secs(5)), ..ToolConfig::default() },
+        );
+        let hinted = |read_only_hint, idempotent_hint| ToolConfig {
+            annotations: ToolAnnotations { read_only_hint, idempotent_hint, ..ToolAnnotations::default() },
+            ..ToolConfig::default()
+        };
+        tools.insert("marked".to_owned(), hinted(None, Some(true)));
+        tools.insert("echo_unmarked".to_owned(), hinted(Some(false), None));
         UpstreamSettings {
             timeouts: Timeouts::default(),
             retry: RetryConfig::default(),
@@ -87,6 +111,8 @@ mod tests {
             tools,
             catalog: Default::default(),
             prefixed: Default::default(),
+            tool_overrides: None,
+            prompt_overrides: None,
         }
     }
 
@@ -105,7 +131,17 @@ mod tests {
             assert!(!s.is_idempotent("tools/call", Some("write")));
             assert_eq!(s.is_idempotent("tools/call", Some("echo")), trust);
             assert!(!s.is_idempotent("resources/subscribe", None));
+            assert!(s.is_idempotent("tools/call", Some("marked")), "the operator's hint is believed");
         }
+        // The operator's `false` wins over the upstream's `true` (trusted or not).
+        let s = settings(true);
+        s.catalog.learn(
+            &crate::jsonrpc::raw_from_str(
+                r#"{"tools":[{"name":"echo_unmarked","annotations":{"readOnlyHint":true}}]}"#,
+            )
+            .unwrap(),
+        );
+        assert!(!s.is_idempotent("tools/call", Some("echo_unmarked")));
         let s = settings(false);
         assert_eq!(s.timeout("tools/call", Some("lookup")), Duration::from_secs(5));
         assert_eq!(s.timeout("tools/call", Some("other")), Duration::from_secs(60));

@@ -119,14 +119,18 @@ async fn typescript_sdk_client_through_seawall() {
 }
 
 /// The official conformance suite, run directly against `server-everything` and then
-/// through seawall's `/mcp/everything`: every check that passes directly must pass
-/// through seawall too.
+/// through seawall's `/mcp/everything` (with overrides of two tools the suite does not
+/// use): every check that passes directly must pass through seawall too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_suite_loses_no_check_through_seawall() {
     let interop = Interop::from_env();
     let dir = TestDir::new("conformance");
     let everything = Everything::start(&interop).await;
-    let seawall = Seawall::start(&config_yaml(&[Upstream::http("everything", &everything.url)], "")).await;
+    // Overrides of tools the suite does not use (appended to the upstream's entry): the
+    // lists and calls of the tools it uses pass through the overrides' path unchanged.
+    let overrides = "    tools:\n      get-env: { hidden: true }\n      gzip-file-as-resource:\n        name: gzip_file\n        \
+                     description: Compresses a file.\n        annotations: { readOnlyHint: true }\n";
+    let seawall = Seawall::start(&config_yaml(&[Upstream::http("everything", &everything.url)], overrides)).await;
 
     let direct = run_conformance(&interop, "direct", &everything.url, None, &dir.join("direct")).await;
     let through =

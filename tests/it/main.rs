@@ -30,6 +30,7 @@ mod matrix;
 mod metrics;
 mod modern;
 mod modern_upstream;
+mod overrides;
 mod rate_limit;
 mod reload;
 mod resilience;
