@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::locate::{FieldPath, Problem};
 use super::tools::{Seen, check_seen_names};
+use super::upstream::put_schema_defaults;
 
 /// What clients see of one prompt of one upstream, under the prompt's name on the
 /// upstream: on both endpoints' `prompts/list`, `prompts/get` and the prompt references
@@ -15,6 +16,7 @@ use super::tools::{Seen, check_seen_names};
 /// hear `notifications/prompts/list_changed` when a reload changes it.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(transform = prompt_schema_defaults)]
 pub struct PromptConfig {
     /// The name clients see and get the prompt by (on `/mcp` prefixed as
     /// `<upstream><name_separator><name>`); the upstream's own name is then unknown to
@@ -30,6 +32,11 @@ pub struct PromptConfig {
     /// unknown prompt. Default `false`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub hidden: bool,
+}
+
+/// The default of `hidden`, which serialization skips while it is `false`.
+fn prompt_schema_defaults(schema: &mut schemars::Schema) {
+    put_schema_defaults(schema, [("hidden", PromptConfig::default().hidden.into())]);
 }
 
 /// Checks the names clients see of the `prompts` of the upstream at `upstream`.

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::locate::{FieldPath, Problem};
 use super::schema::HumanDuration;
+use super::upstream::put_schema_defaults;
 
 /// Settings for one tool of one upstream, under the tool's name on the upstream.
 ///
@@ -24,6 +25,7 @@ use super::schema::HumanDuration;
 /// `notifications/tools/list_changed` when a reload changes what clients see.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(transform = tool_schema_defaults)]
 pub struct ToolConfig {
     /// The operator vouches that calling the tool twice is safe, so failed calls are
     /// retried (as `annotations.idempotentHint: true` does, without changing what clients
@@ -66,6 +68,25 @@ pub struct ToolConfig {
     /// seawall then warns once in its log and sets it all the same. Default: none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub arguments: BTreeMap<String, ArgumentConfig>,
+}
+
+/// The defaults of the fields serialization skips while they are at them.
+fn tool_schema_defaults(schema: &mut schemars::Schema) {
+    let d = ToolConfig::default();
+    put_schema_defaults(
+        schema,
+        [
+            ("idempotent", d.idempotent.into()),
+            ("annotations", serde_json::json!({})),
+            ("hidden", d.hidden.into()),
+            ("arguments", serde_json::json!({})),
+        ],
+    );
+}
+
+/// An argument's `value` and `default` are any JSON: unset unless given.
+fn argument_schema_defaults(schema: &mut schemars::Schema) {
+    put_schema_defaults(schema, [("value", Value::Null), ("default", Value::Null)]);
 }
 
 impl ToolConfig {
@@ -121,6 +142,7 @@ impl ToolAnnotations {
 /// Where the gateway takes an argument's value from: exactly one of these keys.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(transform = argument_schema_defaults)]
 pub struct ArgumentConfig {
     /// Fixed: this JSON value. The admin API shows it as written: a secret belongs in
     /// `env`.

@@ -301,6 +301,7 @@ fn upstream_schema_defaults(schema: &mut schemars::Schema) {
             ("endpoints", serde_json::json!(d.endpoints)),
             ("trust_annotations", serde_json::json!(d.trust_annotations)),
             ("tools", serde_json::json!(d.tools)),
+            ("prompts", serde_json::json!(d.prompts)),
             ("errors", serde_json::json!(d.errors)),
         ],
     );
@@ -312,7 +313,10 @@ fn defaults_schema_defaults(schema: &mut schemars::Schema) {
 }
 
 /// Sets the `default` of each named property of an object schema.
-fn put_schema_defaults<const N: usize>(schema: &mut schemars::Schema, defaults: [(&str, serde_json::Value); N]) {
+pub(super) fn put_schema_defaults<const N: usize>(
+    schema: &mut schemars::Schema,
+    defaults: [(&str, serde_json::Value); N],
+) {
     let Some(properties) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) else { return };
     for (name, value) in defaults {
         if let Some(property) = properties.get_mut(name).and_then(serde_json::Value::as_object_mut) {

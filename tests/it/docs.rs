@@ -202,7 +202,7 @@ fn every_schema_key_is_in_the_configuration_reference_with_its_default() {
 // (c) every configuration in the docs passes check-config
 // ---------------------------------------------------------------------------------------
 
-/// The `${VAR}` names `text` references.
+/// The environment variables `text` references: `${VAR}`, and `env: VAR` of a fixed tool argument.
 fn variables(text: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let mut rest = text;
@@ -215,10 +215,17 @@ fn variables(text: &str) -> BTreeSet<String> {
         }
         rest = &after[end..];
     }
+    // A fixed tool argument read from the environment: `{ env: NAME }`.
+    for (i, _) in text.match_indices("env: ") {
+        let name: String = text[i + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+            names.insert(name);
+        }
+    }
     names
 }
 
-/// A value for `${name}` that passes the checks its use makes: a Redis URL, a URL, a
+/// A value for `${name}` (or `env: name`) that passes the checks its use makes: a Redis URL, a URL, a
 /// session key (32 bytes in base64), or a token long enough for any key or secret.
 fn placeholder(name: &str) -> String {
     let upper = name.to_ascii_uppercase();
