@@ -28,6 +28,7 @@ mod resilience;
 mod schema;
 mod session_key;
 mod trace;
+mod trusted_proxies;
 mod types;
 mod upstream;
 mod validate;
@@ -53,6 +54,7 @@ pub use schema::json_schema;
 pub use session_key::{SESSION_KEY_BYTES, SessionKeyMaterial};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
+pub use trusted_proxies::{ProxySource, TrustedProxiesConfig};
 pub use types::{
     AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, ReplayBufferConfig,
     SecurityConfig, SessionConfig,

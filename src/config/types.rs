@@ -16,6 +16,7 @@ use super::breaker_sharing::BreakerSharingConfig;
 use super::operations::{AdminConfig, ShutdownConfig};
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
+use super::trusted_proxies::TrustedProxiesConfig;
 use super::schema::{HumanDuration, SocketAddress};
 use super::trace::TracingConfig;
 use super::upstream::{Defaults, UpstreamConfig};
@@ -55,6 +56,9 @@ pub struct Config {
     pub session: SessionConfig,
     /// Size and concurrency limits.
     pub limits: LimitsConfig,
+    /// The proxies in front of seawall whose word on the client's address is taken.
+    /// Default: none (every client is the address it connects from).
+    pub trusted_proxies: TrustedProxiesConfig,
     /// Origin / Host checks on client requests.
     pub security: SecurityConfig,
     /// Defaults applied to every upstream unless it overrides them.
@@ -178,6 +182,7 @@ impl Default for Config {
             name_separator: "__".to_owned(),
             session: SessionConfig::default(),
             limits: LimitsConfig::default(),
+            trusted_proxies: TrustedProxiesConfig::default(),
             security: SecurityConfig::default(),
             defaults: Defaults::default(),
             errors: ErrorsConfig::default(),
