@@ -96,6 +96,7 @@ pub(crate) fn check_trusted_proxies(config: &TrustedProxiesConfig, out: &mut Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::tests::{assert_issue, issues, ok, with_upstream};
 
     #[test]
     fn cidrs_and_single_addresses_of_both_families_parse() {
@@ -111,16 +112,24 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_cidr_or_no_hops_is_reported_at_its_field() {
-        let config = TrustedProxiesConfig {
-            cidrs: vec!["10.0.0.0/8".into(), "10.0.0.0/33".into(), "proxy.local".into()],
-            hops: 0,
-            ..TrustedProxiesConfig::default()
-        };
-        let mut out = Vec::new();
-        check_trusted_proxies(&config, &mut out);
-        let at: Vec<String> = out.iter().map(|p| format!("{:?}", p.path.segments())).collect();
-        assert_eq!(out.len(), 3, "{at:?}");
-        assert!(config.networks().is_none());
+    fn a_malformed_cidr_or_no_hops_is_reported_at_its_line() {
+        let found = issues(&with_upstream(&[
+            "trusted_proxies:",
+            "  cidrs:",
+            "    - 10.0.0.0/8",
+            "    - 10.0.0.0/33",
+            "    - proxy.local",
+            "  hops: 0",
+        ]));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_issue(&found[0], 4, "trusted_proxies.cidrs[1]", "is not a CIDR");
+        assert_issue(&found[1], 5, "trusted_proxies.cidrs[2]", "is not a CIDR");
+        assert_issue(&found[2], 6, "trusted_proxies.hops", "must be at least 1");
+        let config = ok(&with_upstream(&[
+            "trusted_proxies: { cidrs: ['10.0.0.0/8', '::1'], source: proxy_protocol }",
+        ]));
+        assert_eq!(config.trusted_proxies.source, ProxySource::ProxyProtocol);
+        assert_eq!(config.trusted_proxies.hops, 1);
+        assert_eq!(ok(&with_upstream(&[])).trusted_proxies, TrustedProxiesConfig::default());
     }
 }

@@ -41,3 +41,4 @@ mod status_page;
 mod stdio_client;
 mod support;
 mod tracing;
+mod trusted_proxies;
