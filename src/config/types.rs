@@ -220,8 +220,8 @@ pub struct SessionConfig {
     /// session keeps one connection per HTTP upstream. Default `4096`.
     pub max_sessions: usize,
     /// Most concurrent sessions opened from one client IP address (count); `0` means no
-    /// per-address limit (e.g. behind a reverse proxy, where every client has the
-    /// proxy's address). Default `256`.
+    /// per-address limit. Behind a reverse proxy every client has the proxy's address
+    /// unless `trusted_proxies` names the proxy. Default `256`.
     pub max_sessions_per_peer: usize,
     /// Most concurrent sessions one authenticated principal (API key name or JWT `sub`)
     /// may hold (count); more are refused as overloaded like the other session caps.
@@ -314,7 +314,9 @@ pub struct LimitsConfig {
     /// Lowered at start when the open-file limit cannot hold them. Default `4096`.
     pub max_connections: usize,
     /// Most open client connections from one IP address (count); `0` means no
-    /// per-address limit. Default `256`.
+    /// per-address limit. Counted by the address a connection comes from, a trusted
+    /// proxy's own included (`trusted_proxies` does not change it): behind a proxy it
+    /// bounds the connections the proxy holds open. Default `256`.
     pub max_connections_per_peer: usize,
     /// Longest time a client may take to send a request's headers (HTTP/1; duration);
     /// then the connection is closed. Default `10s`.
