@@ -75,9 +75,9 @@ fn parse_cidr(text: &str) -> Result<IpNet, String> {
     if let Ok(net) = text.parse::<IpNet>() {
         return Ok(net.trunc());
     }
-    text.parse::<IpAddr>().map(IpNet::from).map_err(|_| {
-        format!("{text:?} is not a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP address")
-    })
+    text.parse::<IpAddr>()
+        .map(IpNet::from)
+        .map_err(|_| format!("{text:?} is not a CIDR (`10.0.0.0/8`, `2001:db8::/32`) or an IP address"))
 }
 
 /// Checks the `trusted_proxies:` section.
@@ -125,9 +125,7 @@ mod tests {
         assert_issue(&found[0], 4, "trusted_proxies.cidrs[1]", "is not a CIDR");
         assert_issue(&found[1], 5, "trusted_proxies.cidrs[2]", "is not a CIDR");
         assert_issue(&found[2], 6, "trusted_proxies.hops", "must be at least 1");
-        let config = ok(&with_upstream(&[
-            "trusted_proxies: { cidrs: ['10.0.0.0/8', '::1'], source: proxy_protocol }",
-        ]));
+        let config = ok(&with_upstream(&["trusted_proxies: { cidrs: ['10.0.0.0/8', '::1'], source: proxy_protocol }"]));
         assert_eq!(config.trusted_proxies.source, ProxySource::ProxyProtocol);
         assert_eq!(config.trusted_proxies.hops, 1);
         assert_eq!(ok(&with_upstream(&[])).trusted_proxies, TrustedProxiesConfig::default());

@@ -16,9 +16,9 @@ use super::breaker_sharing::BreakerSharingConfig;
 use super::operations::{AdminConfig, ShutdownConfig};
 use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
-use super::trusted_proxies::TrustedProxiesConfig;
 use super::schema::{HumanDuration, SocketAddress};
 use super::trace::TracingConfig;
+use super::trusted_proxies::TrustedProxiesConfig;
 use super::upstream::{Defaults, UpstreamConfig};
 
 /// The whole gateway configuration (the top level of the YAML file).

@@ -34,8 +34,8 @@ use tower::ServiceExt as _;
 use super::connection::{Activity, App, Busy, PeerAddr, idle};
 use super::http1::{self, Wire};
 use super::refusal::Refusal;
-use super::trusted_proxies::proxy_protocol::{self, ProxyHeader};
-use super::trusted_proxies::{ClientOf, TrustedProxies, Trust};
+use super::trusted_proxies::proxy_protocol;
+use super::trusted_proxies::{ClientOf, Trust, TrustedProxies};
 use crate::workers::Workers;
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4): a connection that starts with it
@@ -204,7 +204,9 @@ impl<A: App> Connection<A> {
             let client = match &self.trust {
                 Trust::Own | Trust::NoProxyHeader => ClientOf::fixed(self.peer),
                 Trust::Headers(proxies) => ClientOf::named(self.peer, Arc::clone(proxies)),
-                Trust::ProxyHeader => ClientOf::fixed(read_proxy_header(&mut wire, self.peer, deadline).await?),
+                Trust::ProxyHeader => {
+                    ClientOf::fixed(proxy_protocol::read_header(&mut wire, self.peer, deadline).await?)
+                }
             };
             let refuse_proxy_header = matches!(self.trust, Trust::NoProxyHeader);
             let http2 = match tell(&mut wire, refuse_proxy_header, first_bytes).await? {
@@ -319,29 +321,6 @@ fn opening(seen: &[u8], watch_proxy_header: bool) -> Option<Opening> {
         return Some(Opening::Http1);
     }
     (n == HTTP2_PREFACE.len()).then_some(Opening::Http2)
-}
-
-/// Reads the PROXY protocol header a trusted proxy at `peer` starts with, by `deadline`,
-/// and leaves what follows it in `wire`: the client it names, `peer` when it names none,
-/// `None` (close) when there is none, it is malformed, or it comes too late.
-async fn read_proxy_header(wire: &mut Wire, peer: SocketAddr, deadline: Instant) -> Option<SocketAddr> {
-    loop {
-        match proxy_protocol::read(wire.buffered()) {
-            ProxyHeader::Read { len, client } => {
-                wire.skip(len);
-                return Some(client.map_or(peer, |c| SocketAddr::new(c.ip().to_canonical(), c.port())));
-            }
-            ProxyHeader::Malformed(why) => {
-                tracing::debug!(target: "seawall::downstream", peer = %peer, reason = %why, "closed a connection: no well-formed PROXY protocol header from a trusted proxy");
-                return None;
-            }
-            ProxyHeader::Incomplete => {}
-        }
-        if !matches!(wire.fill(Some(deadline)).await, Ok(1..)) {
-            tracing::debug!(target: "seawall::downstream", peer = %peer, "closed a connection: its PROXY protocol header did not arrive in time");
-            return None;
-        }
-    }
 }
 
 /// A socket whose first bytes were already read: they are read again first.

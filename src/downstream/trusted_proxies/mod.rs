@@ -131,8 +131,7 @@ mod tests {
     use super::*;
 
     fn proxies(cidrs: &[&str], source: ProxySource, hops: usize) -> Arc<TrustedProxies> {
-        let config =
-            TrustedProxiesConfig { cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(), source, hops };
+        let config = TrustedProxiesConfig { cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(), source, hops };
         TrustedProxies::new(&config).unwrap()
     }
 

@@ -2,8 +2,11 @@
 //! trusted proxy sends before anything else on a connection, read with the `ppp` crate.
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use ppp::{HeaderResult, PartialResult as _, v1, v2};
+
+use crate::downstream::http1::Wire;
 
 /// How a version 1 header starts.
 const V1_SIGNATURE: &[u8] = b"PROXY ";
@@ -12,7 +15,7 @@ const V1_MAX: usize = 107;
 
 /// What the first bytes of a connection hold, as a PROXY header.
 #[derive(Debug, PartialEq, Eq)]
-pub(in crate::downstream) enum ProxyHeader {
+enum ProxyHeader {
     /// The start of one: more bytes are needed.
     Incomplete,
     /// Not a well-formed header (why, for the log).
@@ -23,8 +26,35 @@ pub(in crate::downstream) enum ProxyHeader {
     Read { len: usize, client: Option<SocketAddr> },
 }
 
+/// Reads the PROXY protocol header a trusted proxy at `peer` starts with, by `deadline`,
+/// and leaves what follows it in `wire`: the client it names, `peer` when it names none,
+/// `None` (close) when there is none, it is malformed, or it comes too late.
+pub(in crate::downstream) async fn read_header(
+    wire: &mut Wire,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> Option<SocketAddr> {
+    loop {
+        match read(wire.buffered()) {
+            ProxyHeader::Read { len, client } => {
+                wire.skip(len);
+                return Some(client.map_or(peer, |c| SocketAddr::new(c.ip().to_canonical(), c.port())));
+            }
+            ProxyHeader::Malformed(why) => {
+                tracing::debug!(target: "seawall::downstream", peer = %peer, reason = %why, "closed a connection: no well-formed PROXY protocol header from a trusted proxy");
+                return None;
+            }
+            ProxyHeader::Incomplete => {}
+        }
+        if !matches!(wire.fill(Some(deadline)).await, Ok(1..)) {
+            tracing::debug!(target: "seawall::downstream", peer = %peer, "closed a connection: its PROXY protocol header did not arrive in time");
+            return None;
+        }
+    }
+}
+
 /// Reads the PROXY header at the start of `bytes`.
-pub(in crate::downstream) fn read(bytes: &[u8]) -> ProxyHeader {
+fn read(bytes: &[u8]) -> ProxyHeader {
     // `ppp` takes a version 1 line cut after a space for a malformed one: such a line is
     // read once it is whole (or longer than one may be).
     let n = bytes.len().min(V1_SIGNATURE.len());
