@@ -200,25 +200,7 @@ impl<A: App> Connection<A> {
         // header-read timeout or the idle timeout.
         let first_bytes = started + self.limits.header_timeout.min(self.limits.idle_timeout);
         let mut wire = Wire::new(stream);
-        let opening = async {
-            let client = match &self.trust {
-                Trust::Own | Trust::NoProxyHeader => ClientOf::fixed(self.peer),
-                Trust::Headers(proxies) => ClientOf::named(self.peer, Arc::clone(proxies)),
-                Trust::ProxyHeader => {
-                    ClientOf::fixed(proxy_protocol::read_header(&mut wire, self.peer, deadline).await?)
-                }
-            };
-            let refuse_proxy_header = matches!(self.trust, Trust::NoProxyHeader);
-            let http2 = match tell(&mut wire, refuse_proxy_header, first_bytes).await? {
-                Opening::Http1 => false,
-                Opening::Http2 => true,
-                Opening::ProxyHeader => {
-                    tracing::debug!(target: "seawall::downstream", peer = %self.peer, "closed a connection: a PROXY protocol header from an address not trusted to send one");
-                    return None;
-                }
-            };
-            Some((client, http2))
-        };
+        let opening = self.open(&mut wire, deadline, first_bytes);
         // A connection that has said nothing yet has nothing in flight: it closes at once
         // when the listener does.
         let (client, http2) = tokio::select! {
@@ -245,6 +227,28 @@ impl<A: App> Connection<A> {
         if activity.idle_since().is_none() {
             let _ = tokio::time::timeout(limits.drain, conn).await;
         }
+    }
+
+    /// Reads what comes before the first request (the PROXY header a trusted proxy starts
+    /// with, by `deadline`; enough of the first bytes to tell HTTP/2's preface from an
+    /// HTTP/1.x request, by `first_bytes`): where the requests come from and whether they
+    /// speak HTTP/2, or `None` to close the connection.
+    async fn open(&self, wire: &mut Wire, deadline: Instant, first_bytes: Instant) -> Option<(ClientOf, bool)> {
+        let client = match &self.trust {
+            Trust::Own | Trust::NoProxyHeader => ClientOf::fixed(self.peer),
+            Trust::Headers(proxies) => ClientOf::named(self.peer, Arc::clone(proxies)),
+            Trust::ProxyHeader => ClientOf::fixed(proxy_protocol::read_header(wire, self.peer, deadline).await?),
+        };
+        let refuse_proxy_header = matches!(self.trust, Trust::NoProxyHeader);
+        let http2 = match tell(wire, refuse_proxy_header, first_bytes).await? {
+            Opening::Http1 => false,
+            Opening::Http2 => true,
+            Opening::ProxyHeader => {
+                tracing::debug!(target: "seawall::downstream", peer = %self.peer, "closed a connection: a PROXY protocol header from an address not trusted to send one");
+                return None;
+            }
+        };
+        Some((client, http2))
     }
 
     /// Serves an HTTP/2 connection whose first bytes `wire` holds.
