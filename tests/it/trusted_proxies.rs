@@ -196,7 +196,7 @@ fn v2(command: u8, client: Option<[u8; 4]>) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_protocol_from_a_trusted_peer_names_the_client() {
     let demo = DemoUpstream::start(true, &[]).await;
-    let gw = Seawall::start(&config(&demo, "proxy_protocol", 1)).await;
+    let gw = Seawall::start(&format!("limits: {{ header_timeout: 1s }}\n{}", config(&demo, "proxy_protocol", 1))).await;
     let init = initialize_body(json!(0));
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let opened = |answer: Option<(u16, String)>| {
@@ -240,4 +240,14 @@ async fn the_proxy_protocol_from_a_trusted_peer_names_the_client() {
     let forged_v2 = v2(0x21, Some([192, 0, 2, 9]));
     assert_eq!(raw_post(&gw.url, "127.0.0.7", &forged_v2, &init, None).await.map(|(s, _)| s), None);
     opened(raw_post(&gw.url, "127.0.0.7", b"", &init, None).await);
+
+    // A header that stops halfway is closed once `limits.header_timeout` has passed.
+    let addr: SocketAddr = gw.url.trim_start_matches("http://").trim_end_matches("/mcp").parse().expect("address");
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stalled.write_all(b"PROXY TCP4 192.0.2.").await.expect("write");
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(8), stalled.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok() && rest.is_empty(), "closed without an answer: {rest:?}");
+    assert!(started.elapsed() >= Duration::from_millis(500), "not before the timeout: {:?}", started.elapsed());
 }
