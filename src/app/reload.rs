@@ -26,7 +26,7 @@
 //!
 //! Changing `listen` or `admin_listen` refuses the reload (a restart is needed). The
 //! sections the process is built around (`admin`, `shutdown`, `session`, `limits`,
-//! `security`, `access_log`, `tracing`, `breaker_sharing`, and `auth.resource_metadata`)
+//! `trusted_proxies`, `security`, `access_log`, `tracing`, `breaker_sharing`, and `auth.resource_metadata`)
 //! keep their values in force until a restart; a reload that changes them says so.
 //! Which upstreams share their breakers with other replicas follows the file, once
 //! sharing runs (some upstream shared its breakers at start).
@@ -475,6 +475,7 @@ fn in_force(file: &Config, before: &Config, old: &Config) -> (Config, Vec<&'stat
         shutdown,
         session,
         limits,
+        trusted_proxies,
         security,
         access_log,
         tracing,

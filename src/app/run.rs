@@ -16,6 +16,7 @@ use crate::downstream::cors::CorsLayer;
 use crate::downstream::endpoint;
 use crate::downstream::http::HttpState;
 use crate::downstream::listener::{self, ListenerLimits};
+use crate::downstream::trusted_proxies::TrustedProxies;
 use arc_swap::ArcSwap;
 
 use super::upstreams::build_upstreams;
@@ -211,6 +212,8 @@ pub(super) struct HttpFront {
     pub(super) local: SocketAddr,
     app: crate::downstream::cors::Cors<endpoint::Front>,
     limits: ListenerLimits,
+    /// The proxies whose word on their clients' addresses is taken; `None` trusts none.
+    proxies: Option<Arc<TrustedProxies>>,
     /// Fired to end the long-lived streams (GET, HTTP+SSE, subscriptions), so that
     /// connections can drain.
     pub(super) closing: tokio_util::sync::CancellationToken,
@@ -249,14 +252,19 @@ impl HttpFront {
         // to an allowed origin, refusals included, is readable by its page.
         let app =
             CorsLayer::new(CorsPolicy::new(&config.security.cors), origin).layer(endpoint::Front::new(state, app));
-        Ok(HttpFront { listener, local, app, limits: client_limits(config), closing, auth: authenticator })
+        let proxies = TrustedProxies::new(&config.trusted_proxies);
+        if proxies.is_some() {
+            let trusted = &config.trusted_proxies;
+            tracing::info!(cidrs = ?trusted.cidrs, source = ?trusted.source, hops = trusted.hops, "client addresses from trusted proxies");
+        }
+        Ok(HttpFront { listener, local, app, limits: client_limits(config), proxies, closing, auth: authenticator })
     }
 
     /// Serves until `stop` completes, then drains the connections; the long-lived
     /// streams end when `closing` is fired, which the caller does. Connections run on
     /// `workers` when given, on the current runtime otherwise.
     pub(super) async fn serve(self, workers: Option<Arc<Workers>>, stop: impl std::future::Future<Output = ()>) {
-        listener::serve(self.listener, self.app, self.limits, workers, stop).await;
+        listener::serve(self.listener, self.app, self.limits, self.proxies, workers, stop).await;
     }
 }
 
@@ -324,7 +332,7 @@ pub async fn run(mut config: Config, overrides: Overrides) -> anyhow::Result<()>
     let admin_stop = tokio_util::sync::CancellationToken::new();
     let admin_task = admin.map(|l| {
         let stop = admin_stop.clone().cancelled_owned();
-        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), None, stop))
+        tokio::spawn(listener::serve(l, core.admin_app(), admin_limits(&config), None, None, stop))
     });
     let accepting = tokio_util::sync::CancellationToken::new();
     let closing = front.closing.clone();

@@ -74,8 +74,14 @@ pub async fn run_stdio(mut config: Config, options: StdioOptions) -> anyhow::Res
                 let local = l.local_addr()?;
                 crate::admin::log_access(&config.admin, local);
                 tracing::info!(url = %format!("http://{local}"), "admin listener");
-                let serving =
-                    listener::serve(l, core.admin_app(), admin_limits(&config), None, stop.clone().cancelled_owned());
+                let serving = listener::serve(
+                    l,
+                    core.admin_app(),
+                    admin_limits(&config),
+                    None,
+                    None,
+                    stop.clone().cancelled_owned(),
+                );
                 listeners.push(tokio::spawn(serving));
             }
             Err(e) => tracing::warn!(%addr, error = %e, "no admin listener; serving the stdio client only"),

@@ -30,6 +30,7 @@ mod schema;
 mod session_key;
 mod tools;
 mod trace;
+mod trusted_proxies;
 mod types;
 mod upstream;
 mod validate;
@@ -59,6 +60,7 @@ pub(crate) use tools::ArgumentSource;
 pub use tools::{ArgumentConfig, PrincipalField, ToolAnnotations, ToolConfig};
 pub(crate) use trace::check_endpoint as check_tracing_endpoint;
 pub use trace::{TracingConfig, TracingProtocol};
+pub use trusted_proxies::{ProxySource, TrustedProxiesConfig};
 pub use types::{
     AccessLogConfig, AccessLogFormat, CacheConfig, Config, CorsConfig, LimitsConfig, ReplayBufferConfig,
     SecurityConfig, SessionConfig,

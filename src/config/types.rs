@@ -18,6 +18,7 @@ use super::rate_limit::RateLimitsConfig;
 use super::resilience::ErrorsConfig;
 use super::schema::{HumanDuration, SocketAddress};
 use super::trace::TracingConfig;
+use super::trusted_proxies::TrustedProxiesConfig;
 use super::upstream::{Defaults, UpstreamConfig};
 
 /// The whole gateway configuration (the top level of the YAML file).
@@ -55,6 +56,9 @@ pub struct Config {
     pub session: SessionConfig,
     /// Size and concurrency limits.
     pub limits: LimitsConfig,
+    /// The proxies in front of seawall whose word on the client's address is taken.
+    /// Default: none (every client is the address it connects from).
+    pub trusted_proxies: TrustedProxiesConfig,
     /// Origin / Host checks on client requests.
     pub security: SecurityConfig,
     /// Defaults applied to every upstream unless it overrides them.
@@ -178,6 +182,7 @@ impl Default for Config {
             name_separator: "__".to_owned(),
             session: SessionConfig::default(),
             limits: LimitsConfig::default(),
+            trusted_proxies: TrustedProxiesConfig::default(),
             security: SecurityConfig::default(),
             defaults: Defaults::default(),
             errors: ErrorsConfig::default(),
@@ -215,8 +220,8 @@ pub struct SessionConfig {
     /// session keeps one connection per HTTP upstream. Default `4096`.
     pub max_sessions: usize,
     /// Most concurrent sessions opened from one client IP address (count); `0` means no
-    /// per-address limit (e.g. behind a reverse proxy, where every client has the
-    /// proxy's address). Default `256`.
+    /// per-address limit. Behind a reverse proxy every client has the proxy's address
+    /// unless `trusted_proxies` names the proxy. Default `256`.
     pub max_sessions_per_peer: usize,
     /// Most concurrent sessions one authenticated principal (API key name or JWT `sub`)
     /// may hold (count); more are refused as overloaded like the other session caps.
@@ -309,7 +314,9 @@ pub struct LimitsConfig {
     /// Lowered at start when the open-file limit cannot hold them. Default `4096`.
     pub max_connections: usize,
     /// Most open client connections from one IP address (count); `0` means no
-    /// per-address limit. Default `256`.
+    /// per-address limit. Counted by the address a connection comes from, a trusted
+    /// proxy's own included (`trusted_proxies` does not change it): behind a proxy it
+    /// bounds the connections the proxy holds open. Default `256`.
     pub max_connections_per_peer: usize,
     /// Longest time a client may take to send a request's headers (HTTP/1; duration);
     /// then the connection is closed. Default `10s`.

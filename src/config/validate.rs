@@ -46,6 +46,7 @@ pub(crate) fn validate(config: &Config, written: &dyn Fn(&FieldPath) -> bool) ->
         out.push(Problem::new(FieldPath::root().key("workers"), format!("must be 1 to {MAX_WORKERS}, not {workers}")));
     }
     check_limits(config, &mut out);
+    super::trusted_proxies::check_trusted_proxies(&config.trusted_proxies, &mut out);
     super::session_key::check_session_keys(&config.session, &mut out);
     check_security(config, &mut out);
     super::auth::check_auth(config.auth.as_ref(), &mut out);

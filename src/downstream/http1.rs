@@ -19,7 +19,6 @@
 use std::fmt::Write as _;
 use std::future::{Future, poll_fn};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -36,6 +35,7 @@ use tower::ServiceExt as _;
 
 use super::connection::{Activity, App, Busy, PeerAddr};
 use super::refusal::Refusal;
+use super::trusted_proxies::ClientOf;
 use crate::h1::server::{self, AnswerFraming, HeadError, RequestHead};
 use crate::h1::{BodyDecoder, MAX_HEAD, Step};
 
@@ -67,6 +67,12 @@ impl Wire {
         &self.buf
     }
 
+    /// Drops the first `n` bytes read (a PROXY protocol header), so that what follows is
+    /// read as the start of the connection.
+    pub(super) fn skip(&mut self, n: usize) {
+        self.buf.advance(n.min(self.buf.len()));
+    }
+
     /// Reads what the socket has into the buffer, with room for `want` more bytes.
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
         let want = want.clamp(READ_ROOM, MAX_READ_ROOM);
@@ -91,11 +97,12 @@ impl Wire {
 
 /// Serves HTTP/1.x requests on `wire` (which may hold the start of the first) until the
 /// connection closes, either side asks for the close, or `activity` says the listener
-/// is closing. `deadline` bounds the wait for the first request's head.
+/// is closing. `deadline` bounds the wait for the first request's head. Each request
+/// carries the address `client` gives it.
 pub(super) async fn serve<A: App>(
     mut wire: Wire,
     mut app: A,
-    peer: SocketAddr,
+    client: ClientOf,
     header_timeout: Duration,
     deadline: Instant,
     activity: Arc<Activity>,
@@ -112,7 +119,7 @@ pub(super) async fn serve<A: App>(
             Err(None) => return,
         };
         deadline = None;
-        match exchange(wire, head, &mut app, peer, &activity).await {
+        match exchange(wire, head, &mut app, &client, &activity).await {
             // The listener closing while the answer was on its way: no next request.
             Some(_) if activity.closing.load(Ordering::Acquire) => return,
             Some(next) => wire = next,
@@ -169,7 +176,7 @@ async fn exchange<A: App>(
     wire: Wire,
     head: RequestHead,
     app: &mut A,
-    peer: SocketAddr,
+    client: &ClientOf,
     activity: &Arc<Activity>,
 ) -> Option<Wire> {
     let _busy = Busy::new(activity);
@@ -191,7 +198,8 @@ async fn exchange<A: App>(
         }
     };
     let mut request = request.map(|()| body);
-    request.extensions_mut().insert(PeerAddr(peer));
+    let from = client.address(request.headers());
+    request.extensions_mut().insert(PeerAddr(from));
     let Ok(service) = app.ready().await;
     let answering = service.call(request);
     let answer = match wire.as_mut() {

@@ -6,6 +6,10 @@
 //! (no request in flight). On shutdown the loop stops accepting, asks every connection to
 //! finish its requests (HTTP/1 keep-alive ends, HTTP/2 sends GOAWAY), and gives them the
 //! listener's drain period to do so.
+//!
+//! The connection caps count TCP connections by the address they come from, a trusted
+//! proxy's own included (see [`super::trusted_proxies`]): behind a proxy they bound what
+//! the proxy may hold open, while its clients' addresses are what each request carries.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,6 +34,8 @@ use tower::ServiceExt as _;
 use super::connection::{Activity, App, Busy, PeerAddr, idle};
 use super::http1::{self, Wire};
 use super::refusal::Refusal;
+use super::trusted_proxies::proxy_protocol;
+use super::trusted_proxies::{ClientOf, Trust, TrustedProxies};
 use crate::workers::Workers;
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4): a connection that starts with it
@@ -57,11 +63,13 @@ pub(crate) struct ListenerLimits {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains. Connections run
-/// on `workers`, each on one of them, when given; on the current runtime otherwise.
+/// on `workers`, each on one of them, when given; on the current runtime otherwise. A
+/// connection from one of `proxies` is served for the clients it names.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: impl App,
     limits: ListenerLimits,
+    proxies: Option<Arc<TrustedProxies>>,
     workers: Option<Arc<Workers>>,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -96,7 +104,8 @@ pub(crate) async fn serve(
             let _ = stream.try_write(&Refusal::TooManyConnections.http1_bytes());
             continue;
         };
-        let conn = Connection { http2: Arc::clone(&http2), app: app.clone(), peer, limits, stop: stop.clone() };
+        let trust = Trust::of(proxies.as_ref(), peer.ip());
+        let conn = Connection { http2: Arc::clone(&http2), app: app.clone(), peer, trust, limits, stop: stop.clone() };
         match &workers {
             // Handed over as a plain socket: it registers with the worker's reactor.
             Some(workers) => match stream.into_std() {
@@ -166,6 +175,7 @@ struct Connection<A> {
     http2: Arc<hyper::server::conn::http2::Builder<TokioExecutor>>,
     app: A,
     peer: SocketAddr,
+    trust: Trust,
     limits: ListenerLimits,
     stop: CancellationToken,
 }
@@ -189,37 +199,22 @@ impl<A: App> Connection<A> {
         // A connection that says nothing is closed by whichever comes first: the
         // header-read timeout or the idle timeout.
         let first_bytes = started + self.limits.header_timeout.min(self.limits.idle_timeout);
-        // Enough of the first bytes to tell HTTP/2's preface from an HTTP/1.x request.
         let mut wire = Wire::new(stream);
-        let telling = async {
-            loop {
-                let seen = wire.buffered();
-                let n = seen.len().min(HTTP2_PREFACE.len());
-                if seen[..n] != HTTP2_PREFACE[..n] {
-                    return Some(false);
-                }
-                if n == HTTP2_PREFACE.len() {
-                    return Some(true);
-                }
-                if !matches!(wire.fill(Some(first_bytes)).await, Ok(1..)) {
-                    return None;
-                }
-            }
-        };
+        let opening = self.open(&mut wire, deadline, first_bytes);
         // A connection that has said nothing yet has nothing in flight: it closes at once
         // when the listener does.
-        let http2 = tokio::select! {
-            told = telling => match told {
-                Some(http2) => http2,
+        let (client, http2) = tokio::select! {
+            opened = opening => match opened {
+                Some(opened) => opened,
                 None => return,
             },
             () = self.stop.cancelled() => return,
         };
-        let (peer, limits, stop) = (self.peer, self.limits, self.stop.clone());
+        let (limits, stop) = (self.limits, self.stop.clone());
         if http2 {
-            return self.run_http2(wire, activity).await;
+            return self.run_http2(wire, client, activity).await;
         }
-        let conn = http1::serve(wire, self.app, peer, limits.header_timeout, deadline, Arc::clone(&activity));
+        let conn = http1::serve(wire, self.app, client, limits.header_timeout, deadline, Arc::clone(&activity));
         tokio::pin!(conn);
         tokio::select! {
             () = conn.as_mut() => return,
@@ -234,15 +229,38 @@ impl<A: App> Connection<A> {
         }
     }
 
+    /// Reads what comes before the first request (the PROXY header a trusted proxy starts
+    /// with, by `deadline`; enough of the first bytes to tell HTTP/2's preface from an
+    /// HTTP/1.x request, by `first_bytes`): where the requests come from and whether they
+    /// speak HTTP/2, or `None` to close the connection.
+    async fn open(&self, wire: &mut Wire, deadline: Instant, first_bytes: Instant) -> Option<(ClientOf, bool)> {
+        let client = match &self.trust {
+            Trust::Own | Trust::NoProxyHeader => ClientOf::fixed(self.peer),
+            Trust::Headers(proxies) => ClientOf::named(self.peer, Arc::clone(proxies)),
+            Trust::ProxyHeader => ClientOf::fixed(proxy_protocol::read_header(wire, self.peer, deadline).await?),
+        };
+        let refuse_proxy_header = matches!(self.trust, Trust::NoProxyHeader);
+        let http2 = match tell(wire, refuse_proxy_header, first_bytes).await? {
+            Opening::Http1 => false,
+            Opening::Http2 => true,
+            Opening::ProxyHeader => {
+                tracing::debug!(target: "seawall::downstream", peer = %self.peer, "closed a connection: a PROXY protocol header from an address not trusted to send one");
+                return None;
+            }
+        };
+        Some((client, http2))
+    }
+
     /// Serves an HTTP/2 connection whose first bytes `wire` holds.
-    async fn run_http2(self, wire: Wire, activity: Arc<Activity>) {
+    async fn run_http2(self, wire: Wire, client: ClientOf, activity: Arc<Activity>) {
         let (read, stream) = wire.into_parts();
         let io = Rewind { read: read.freeze(), io: stream };
         let (app, peer) = (self.app, self.peer);
         let watched = Arc::clone(&activity);
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let mut req = req.map(Body::new);
-            req.extensions_mut().insert(PeerAddr(peer));
+            let from = client.address(req.headers());
+            req.extensions_mut().insert(PeerAddr(from));
             let guard = Busy::new(&activity);
             let app = app.clone();
             async move {
@@ -268,6 +286,45 @@ impl<A: App> Connection<A> {
         conn.as_mut().graceful_shutdown();
         let _ = tokio::time::timeout(grace, conn).await;
     }
+}
+
+/// What a connection's first bytes say it speaks.
+#[derive(Debug, PartialEq, Eq)]
+enum Opening {
+    Http1,
+    Http2,
+    /// A PROXY protocol header, from an address not trusted to send one.
+    ProxyHeader,
+}
+
+/// Reads enough of the first bytes to tell HTTP/2's preface from an HTTP/1.x request
+/// (and, when `watch_proxy_header`, from a PROXY protocol header); `None` when the
+/// connection closes or says too little before `until`.
+async fn tell(wire: &mut Wire, watch_proxy_header: bool, until: Instant) -> Option<Opening> {
+    loop {
+        if let Some(opening) = opening(wire.buffered(), watch_proxy_header) {
+            return Some(opening);
+        }
+        if !matches!(wire.fill(Some(until)).await, Ok(1..)) {
+            return None;
+        }
+    }
+}
+
+/// What `seen` says the connection speaks, or `None` while it is too little to tell.
+fn opening(seen: &[u8], watch_proxy_header: bool) -> Option<Opening> {
+    if watch_proxy_header {
+        match proxy_protocol::starts_header(seen) {
+            Some(true) => return Some(Opening::ProxyHeader),
+            Some(false) => {}
+            None => return None,
+        }
+    }
+    let n = seen.len().min(HTTP2_PREFACE.len());
+    if seen[..n] != HTTP2_PREFACE[..n] {
+        return Some(Opening::Http1);
+    }
+    (n == HTTP2_PREFACE.len()).then_some(Opening::Http2)
 }
 
 /// A socket whose first bytes were already read: they are read again first.
@@ -364,5 +421,20 @@ mod tests {
         assert!(Counts::admit(&counts, b, &limits).is_none(), "total cap");
         drop(a1);
         assert!(Counts::admit(&counts, b, &limits).is_some());
+    }
+
+    #[test]
+    fn the_first_bytes_tell_http2_http1_and_a_refused_proxy_header_apart() {
+        assert_eq!(opening(b"", false), None);
+        assert_eq!(opening(b"PRI * HTTP/2.0", false), None);
+        assert_eq!(opening(HTTP2_PREFACE, false), Some(Opening::Http2));
+        assert_eq!(opening(b"POST", false), Some(Opening::Http1));
+        // Not watched: a PROXY line is an HTTP/1.x request (that fails to parse).
+        assert_eq!(opening(b"PROXY TCP4", false), Some(Opening::Http1));
+        assert_eq!(opening(b"PRO", true), None);
+        assert_eq!(opening(b"PROXY TCP4", true), Some(Opening::ProxyHeader));
+        assert_eq!(opening(b"\r\n\r\n\0\r\nQUIT\n!", true), Some(Opening::ProxyHeader));
+        assert_eq!(opening(HTTP2_PREFACE, true), Some(Opening::Http2));
+        assert_eq!(opening(b"POST", true), Some(Opening::Http1));
     }
 }

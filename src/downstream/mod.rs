@@ -19,3 +19,4 @@ mod run_to_end;
 pub(crate) mod sse_legacy;
 pub(crate) mod stdio;
 mod streamable_http;
+pub(crate) mod trusted_proxies;

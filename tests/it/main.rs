@@ -44,3 +44,4 @@ mod stdio_client;
 mod support;
 mod tls_upstream;
 mod tracing;
+mod trusted_proxies;

@@ -38,6 +38,17 @@ impl Nginx {
     /// (`http://host:port` roots) in turn: HTTP/1.1, nothing buffered either way (SSE
     /// streams pass as they come), the client's `Host` passed on.
     pub async fn round_robin(backends: &[&str]) -> Nginx {
+        Nginx::start(backends, "").await
+    }
+
+    /// [`Nginx::round_robin`] to one backend, adding the client's address to
+    /// `X-Forwarded-For` as a reverse proxy does.
+    pub async fn forwarding_for(backend: &str) -> Nginx {
+        Nginx::start(&[backend], "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;").await
+    }
+
+    /// nginx in front of `backends`, with `extra` directives in its one location.
+    async fn start(backends: &[&str], extra: &str) -> Nginx {
         let dir = TestDir::new("nginx");
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
@@ -74,6 +85,7 @@ http {{
             proxy_buffering off;
             proxy_request_buffering off;
             proxy_read_timeout 1h;
+            {extra}
         }}
     }}
 }}
