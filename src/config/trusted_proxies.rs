@@ -96,7 +96,7 @@ pub(crate) fn check_trusted_proxies(config: &TrustedProxiesConfig, out: &mut Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::{assert_issue, issues, ok, with_upstream};
+    use crate::config::test_support::{assert_issue, issues, ok, with_upstream};
 
     #[test]
     fn cidrs_and_single_addresses_of_both_families_parse() {
