@@ -3,10 +3,9 @@
 //! requests in flight per principal, and rate limits that tell unauthenticated clients
 //! apart by address.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::support::mcp_client::{Client, Reply};
+use crate::support::mcp_client::{Client, Reply, initialize_body};
 use crate::support::{DemoUpstream, Seawall, assert_overloaded};
 use serde_json::{Value, json};
 
@@ -27,37 +26,6 @@ fn demo_stdio() -> &'static str {
 
 fn demo_http(demo: &DemoUpstream) -> String {
     format!("upstreams:\n  - name: demo\n    url: {}\n", demo.url)
-}
-
-/// A client sending `headers` on every request, and from `local` when given.
-fn client_with(url: &str, headers: &[(&str, &str)], local: Option<IpAddr>) -> Client {
-    let mut map = reqwest::header::HeaderMap::new();
-    for (name, value) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).expect("header name");
-        map.insert(name, value.parse().expect("header value"));
-    }
-    let http = reqwest::Client::builder()
-        .default_headers(map)
-        .local_address(local)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
-    Client { http, ..Client::new(url) }
-}
-
-fn initialize_body(id: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "seawall-tests", "version": "1"}}})
-}
-
-/// `initialize` + `notifications/initialized` with `c`'s headers.
-async fn open(mut c: Client) -> Client {
-    let reply = c.post(initialize_body(json!(0))).await;
-    assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
-    c.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
-    assert_eq!(c.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await.status, 202);
-    c
 }
 
 fn bearer(key: &str) -> String {
@@ -134,18 +102,18 @@ async fn answers_to_an_allowed_origin_are_readable_refusals_included() {
     let gw = Seawall::start(&format!("{}{extra}", demo_http(&demo))).await;
 
     // 401: the page can read the challenge.
-    let anonymous = client_with(&gw.url, &[("origin", APP)], None).post(initialize_body(json!(1))).await;
+    let anonymous = Client::with(&gw.url, &[("origin", APP)], None).post(initialize_body(json!(1))).await;
     assert_eq!(anonymous.status, 401, "{}", anonymous.raw);
     assert_readable(&anonymous);
     assert!(anonymous.header("www-authenticate").is_some());
 
     // 200: the session id it must send back.
     let headers = [("origin", APP), ("authorization", &bearer(CI_KEY))];
-    let c = open(client_with(&gw.url, &headers, None)).await;
+    let c = Client::with(&gw.url, &headers, None).open().await;
     let listed = c.request(2, "tools/list", json!({})).await;
     assert_eq!(listed.status, 200);
     assert_readable(&listed);
-    let init = client_with(&gw.url, &[("origin", APP), ("authorization", &bearer(OPS_KEY))], None)
+    let init = Client::with(&gw.url, &[("origin", APP), ("authorization", &bearer(OPS_KEY))], None)
         .post(initialize_body(json!(3)))
         .await;
     assert_readable(&init);
@@ -155,21 +123,21 @@ async fn answers_to_an_allowed_origin_are_readable_refusals_included() {
     // 429 (rate limit), 404 (unknown session).
     let (status, _stream) = c.open_stream().await;
     assert_eq!(status, 200);
-    let over = client_with(&gw.url, &headers, None).post(initialize_body(json!(4))).await;
+    let over = Client::with(&gw.url, &headers, None).post(initialize_body(json!(4))).await;
     assert_overloaded(&over, json!(4));
     assert_readable(&over);
     assert_eq!(c.call_tool(5, "demo__add", json!({"a": 1, "b": 2})).await["isError"], json!(null));
     let limited = c.request(6, "tools/call", json!({"name": "demo__add", "arguments": {"a": 1, "b": 2}})).await;
     assert_eq!(limited.status, 429, "{}", limited.raw);
     assert_readable(&limited);
-    let mut lost = client_with(&gw.url, &headers, None);
+    let mut lost = Client::with(&gw.url, &headers, None);
     lost.session = Some("no-such-session".into());
     let unknown = lost.request(7, "tools/list", json!({})).await;
     assert_eq!(unknown.status, 404);
     assert_readable(&unknown);
 
     // Another origin's answers carry nothing a browser would let its page read.
-    let evil = client_with(&gw.url, &[("origin", "https://evil.example"), ("authorization", &bearer(CI_KEY))], None)
+    let evil = Client::with(&gw.url, &[("origin", "https://evil.example"), ("authorization", &bearer(CI_KEY))], None)
         .post(initialize_body(json!(8)))
         .await;
     assert_eq!(evil.status, 403, "{}", evil.raw);
@@ -179,7 +147,7 @@ async fn answers_to_an_allowed_origin_are_readable_refusals_included() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_cors_an_allowed_origin_is_refused_and_preflights_are_not_answered() {
     let gw = Seawall::start(&format!("{}{}", demo_stdio(), auth_yaml())).await;
-    let page = client_with(&gw.url, &[("origin", APP), ("authorization", &bearer(CI_KEY))], None);
+    let page = Client::with(&gw.url, &[("origin", APP), ("authorization", &bearer(CI_KEY))], None);
     let refused = page.post(initialize_body(json!(1))).await;
     assert_eq!(refused.status, 403, "the DNS-rebinding check refuses a foreign origin: {}", refused.raw);
     let resp = preflight(&gw.url, APP).await;
@@ -196,20 +164,20 @@ async fn without_cors_an_allowed_origin_is_refused_and_preflights_are_not_answer
 async fn one_principal_cannot_take_every_session() {
     let extra = format!("{}session: {{ max_sessions: 10, max_sessions_per_principal: 2 }}\n", auth_yaml());
     let gw = Seawall::start(&format!("{}{extra}", demo_stdio())).await;
-    let ci = |local: &str| client_with(&gw.url, &[("authorization", &bearer(CI_KEY))], Some(local.parse().unwrap()));
-    let first = open(ci("127.0.0.1")).await;
-    let second = open(ci("127.0.0.2")).await;
+    let ci = |local: &str| Client::with(&gw.url, &[("authorization", &bearer(CI_KEY))], Some(local.parse().unwrap()));
+    let first = ci("127.0.0.1").open().await;
+    let second = ci("127.0.0.2").open().await;
     // Both busy (their GET streams read): no session of ci's can make room, and from
     // any address the cap is the principal's.
     let streams = [first.open_stream().await, second.open_stream().await];
     assert!(streams.iter().all(|(status, _)| *status == 200));
     let third = ci("127.0.0.3").post(initialize_body(json!("third"))).await;
     assert_overloaded(&third, json!("third"));
-    let ops = open(client_with(&gw.url, &[("authorization", &bearer(OPS_KEY))], None)).await;
+    let ops = Client::with(&gw.url, &[("authorization", &bearer(OPS_KEY))], None).open().await;
     assert_eq!(ops.request(1, "ping", json!({})).await.status, 200);
     // An ended session gives its place back.
     assert_eq!(first.delete().await, 200);
-    let again = open(ci("127.0.0.3")).await;
+    let again = ci("127.0.0.3").open().await;
     assert_eq!(again.request(1, "ping", json!({})).await.status, 200);
 }
 
@@ -240,11 +208,11 @@ async fn upstream_session_deleted(demo: &DemoUpstream) -> bool {
 async fn sessions_left_open_make_room_for_their_address_and_busy_ones_never_go() {
     let demo = DemoUpstream::start(true, &[]).await;
     let gw = Seawall::start(&format!("{}session: {{ max_sessions_per_peer: 3 }}\n", demo_http(&demo))).await;
-    let from = |local: &str| client_with(&gw.url, &[], Some(local.parse().unwrap()));
+    let from = |local: &str| Client::with(&gw.url, &[], Some(local.parse().unwrap()));
     // Three sessions never DELETEd, as many clients leave theirs; the oldest is busy.
-    let busy = open(from("127.0.0.2")).await;
-    let oldest_idle = open(from("127.0.0.2")).await;
-    let idle = open(from("127.0.0.2")).await;
+    let busy = from("127.0.0.2").open().await;
+    let oldest_idle = from("127.0.0.2").open().await;
+    let idle = from("127.0.0.2").open().await;
     let sleep = |c: &Client, id: u64, ms: u64| {
         let c = c.clone();
         tokio::spawn(async move { c.call_tool(id, "demo__sleep", json!({"ms": ms, "progress": false})).await })
@@ -255,7 +223,7 @@ async fn sessions_left_open_make_room_for_their_address_and_busy_ones_never_go()
 
     // A fourth is admitted: the least recently used idle session makes room, ended as a
     // DELETE ends it (404 from then on, its upstream session deleted).
-    let fourth = open(from("127.0.0.2")).await;
+    let fourth = from("127.0.0.2").open().await;
     assert_eq!(oldest_idle.request(2, "ping", json!({})).await.status, 404, "the least recently used idle one goes");
     assert!(upstream_session_deleted(&demo).await, "its upstream session is deleted: {:?}", demo.recorded());
     assert_eq!(idle.request(2, "ping", json!({})).await.status, 200);
@@ -272,7 +240,7 @@ async fn sessions_left_open_make_room_for_their_address_and_busy_ones_never_go()
     let refused = from("127.0.0.2").post(initialize_body(json!("late"))).await;
     assert_overloaded(&refused, json!("late"));
     assert_eq!(refused.header("retry-after").as_deref(), Some("1"), "{}", refused.raw);
-    assert_eq!(open(from("127.0.0.3")).await.request(1, "ping", json!({})).await.status, 200, "other addresses");
+    assert_eq!(from("127.0.0.3").open().await.request(1, "ping", json!({})).await.status, 200, "other addresses");
     for call in calls {
         call.await.expect("sleep task");
     }
@@ -296,8 +264,8 @@ async fn one_principal_cannot_take_every_request_in_flight() {
     let demo = DemoUpstream::start(false, &[]).await;
     let extra = format!("{}limits: {{ max_in_flight_per_principal: 2 }}\n", auth_yaml());
     let gw = Seawall::start(&format!("{}{extra}", demo_http(&demo))).await;
-    let as_key = |key: &str| client_with(&gw.url, &[("authorization", &bearer(key))], None);
-    let (a, b) = (open(as_key(CI_KEY)).await, open(as_key(CI_KEY)).await);
+    let as_key = |key: &str| Client::with(&gw.url, &[("authorization", &bearer(key))], None);
+    let (a, b) = (as_key(CI_KEY).open().await, as_key(CI_KEY).open().await);
     let sleep = |c: Client, id: u64| {
         tokio::spawn(async move {
             c.request(id, "tools/call", json!({"name": "demo__sleep", "arguments": {"ms": 4000, "progress": false}}))
@@ -315,7 +283,7 @@ async fn one_principal_cannot_take_every_request_in_flight() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_overloaded(&refused, json!(2));
-    let ops = open(as_key(OPS_KEY)).await;
+    let ops = as_key(OPS_KEY).open().await;
     assert_eq!(ops.request(1, "ping", json!({})).await.status, 200, "another principal has its own places");
     for task in slow {
         let reply = task.await.expect("sleep task");
@@ -333,9 +301,9 @@ async fn one_principal_cannot_take_every_request_in_flight() {
 async fn unauthenticated_clients_have_a_rate_limit_budget_per_address() {
     let extra = "rate_limits:\n  limits:\n    - { per: principal, rate: 1/m, burst: 2 }\n";
     let gw = Seawall::start(&format!("{}{extra}", demo_stdio())).await;
-    let from = |local: &str| client_with(&gw.url, &[], Some(local.parse().unwrap()));
-    let (a1, a2) = (open(from("127.0.0.1")).await, open(from("127.0.0.1")).await);
-    let b = open(from("127.0.0.2")).await;
+    let from = |local: &str| Client::with(&gw.url, &[], Some(local.parse().unwrap()));
+    let (a1, a2) = (from("127.0.0.1").open().await, from("127.0.0.1").open().await);
+    let b = from("127.0.0.2").open().await;
     assert_eq!(a1.request(1, "ping", json!({})).await.status, 200);
     assert_eq!(a2.request(1, "ping", json!({})).await.status, 200);
     let limited = a1.request(2, "ping", json!({})).await;

@@ -12,44 +12,18 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpSocket;
 
-use crate::support::mcp_client::{Client, Reply};
+use crate::support::mcp_client::{Client, Reply, initialize_body};
 use crate::support::{DemoUpstream, Nginx, Seawall, assert_overloaded};
 
 /// A client sending `headers` on every request, from the loopback address `local`.
 fn client_from(url: &str, local: &str, headers: &[(&str, &str)]) -> Client {
-    let mut map = reqwest::header::HeaderMap::new();
-    for (name, value) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).expect("header name");
-        map.insert(name, value.parse().expect("header value"));
-    }
-    let http = reqwest::Client::builder()
-        .default_headers(map)
-        .local_address(Some(local.parse::<IpAddr>().expect("address")))
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
-    Client { http, ..Client::new(url) }
-}
-
-fn initialize_body(id: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "seawall-tests", "version": "1"}}})
-}
-
-/// `initialize` + `notifications/initialized`.
-async fn open(mut c: Client) -> Client {
-    let reply = c.post(initialize_body(json!(0))).await;
-    assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
-    c.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
-    assert_eq!(c.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await.status, 202);
-    c
+    Client::with(url, headers, Some(local.parse::<IpAddr>().expect("address")))
 }
 
 /// A session that is busy (its GET stream open), so that it makes no room for another
 /// of its address. The stream stays open while the receiver lives.
 async fn busy(c: Client) -> (Client, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-    let c = open(c).await;
+    let c = c.open().await;
     let (status, stream) = c.open_stream().await;
     assert_eq!(status, 200);
     (c, stream)

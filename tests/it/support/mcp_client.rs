@@ -70,6 +70,33 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client sending `headers` on every request, and from the local address `local`
+    /// when given (another loopback address stands for another client).
+    pub fn with(url: &str, headers: &[(&str, &str)], local: Option<std::net::IpAddr>) -> Client {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).expect("header name");
+            map.insert(name, value.parse().expect("header value"));
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(map)
+            .local_address(local)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("client");
+        Client { http, ..Client::new(url) }
+    }
+
+    /// This client after `initialize` (2025-11-25) and `notifications/initialized`, with
+    /// its session.
+    pub async fn open(mut self) -> Client {
+        let reply = self.post(initialize_body(json!(0))).await;
+        assert_eq!(reply.status, 200, "initialize failed: {}", reply.raw);
+        self.session = Some(reply.header("mcp-session-id").expect("Mcp-Session-Id"));
+        assert_eq!(self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await.status, 202);
+        self
+    }
+
     pub fn new(url: &str) -> Client {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
         Client { http, url: url.to_owned(), session: None, version: "2025-11-25".into() }
@@ -244,4 +271,11 @@ async fn read(
         messages.push(msg);
     }
     Reply { status, headers, raw, messages, sse }
+}
+
+/// An `initialize` request (2025-11-25) with this `id`.
+pub fn initialize_body(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "seawall-tests", "version": "1"}}})
 }
