@@ -55,7 +55,7 @@ impl From<String> for Cause {
 }
 
 /// An error and its sources, one after the other.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(s) = source {
